@@ -1,0 +1,55 @@
+"""gradlog: a numpy autograd engine with PyTorch's API, hook registries, plugins and
+TensorBoard logging. This file only re-exports; nothing is defined here."""
+
+from . import autograd
+from .autograd.creation import (
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal,
+    ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm, tensor,
+    zeros, zeros_like,
+)
+from .autograd.dtypes import (
+    bool_ as bool,  # noqa: A004
+    double, dtype, float, float16, float32, float64, get_default_dtype, half, int, int8, int16,
+    int32, int64, long, set_default_dtype, short, uint8,
+)
+from .autograd.grad_mode import (
+    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    set_grad_enabled,
+)
+from .autograd.ops.activation import (
+    elu, gelu, hardtanh, leaky_relu, log_softmax, logsigmoid, relu, relu6, sigmoid, silu,
+    softmax, softplus, tanh,
+)
+from .autograd.ops.arithmetic import (
+    add, div, divide, floor_divide, mul, multiply, neg, negative, pow, reciprocal, remainder,
+    rsub, square, sub, subtract, true_divide,
+)
+from .autograd.ops.compare import (
+    allclose, argsort, eq, equal, ge, gt, isclose, isfinite, isinf, isnan, le, logical_and,
+    logical_not, logical_or, logical_xor, lt, masked_fill, maximum, minimum, ne, nonzero, sort,
+    topk, where,
+)
+from .autograd.ops.conversion import clone
+from .autograd.ops.indexing import gather, index_select, masked_select, take
+from .autograd.ops.join import (
+    cat, chunk, concat, concatenate, hstack, narrow, select, split, stack, unbind, vstack,
+)
+from .autograd.ops.linalg import bmm, dot, matmul, mm, outer
+from .autograd.ops.reduction import (
+    all, amax, amin, aminmax, any, argmax, argmin, count_nonzero, cumsum, logsumexp, max, mean,
+    min, norm, prod, std, sum, var,
+)
+from .autograd.ops.shape import (
+    broadcast_to, flatten, flip, movedim, permute, reshape, squeeze, swapaxes, t, tile,
+    transpose, unflatten, unsqueeze,
+)
+from .autograd.ops.unary import (
+    abs, ceil, clamp, clip, cos, erf, exp, expm1, floor, frac, log, log1p, log2, log10, round,
+    rsqrt, sign, sin, sqrt, tan, trunc,
+)
+from .autograd.random import (
+    Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
+)
+from .autograd.tensor import Size, Tensor
+
+__version__ = "0.1.0"

@@ -1,0 +1,361 @@
+"""Nodes of the backward graph and ``Function.apply``, the one place where graphs are recorded.
+
+A ``Function`` subclass describes one differentiable operation (forward and backward as static
+methods). ``apply`` runs the forward and, when grad mode is on and an input requires grad,
+creates the node (the ``grad_fn`` of the outputs) that also serves as the ``ctx`` of both
+methods, as in PyTorch. Built-in operations subclass :class:`Op`, whose forward works on numpy
+arrays; user-defined functions subclass :class:`Function`, whose forward gets tensors.
+Backward methods always work on tensors, so the same formula serves double backward.
+"""
+
+from __future__ import annotations
+
+import itertools
+import traceback
+from typing import Any
+
+import numpy as np
+
+from ..utils.hooks import HookRegistry, RemovableHandle, register
+from . import anomaly
+from .grad_mode import state as _mode
+from .tensor import Tensor, VersionCounter, wrap
+
+__all__ = ["Function", "Op", "Node", "AccumulateGrad", "FunctionCtx"]
+
+_seq = itertools.count()
+_OUTPUT = object()  # marks "the output" among saved tensors (saved without a reference cycle)
+_FREED = object()   # saved tensors were released after a backward without retain_graph
+
+
+class _Saved:
+    """A tensor saved for backward with the version it had when saved."""
+
+    __slots__ = ("tensor", "version")
+
+    def __init__(self, tensor: Tensor) -> None:
+        self.tensor = tensor
+        vc = tensor._vc
+        self.version = vc.value if vc is not None else 0
+
+
+class Node:
+    """A node of the backward graph (a ``grad_fn``); also the ``ctx`` of its Function.
+
+    ``next_functions`` lists, per input, ``(node, output_nr)`` of the input's own node or
+    ``(None, 0)`` for inputs that need no gradient.
+    """
+
+    __slots__ = ("_next", "_seq", "_saved", "_hooks_t", "_retain", "_pre_hooks", "_post_hooks",
+                 "_trace", "_n_out", "needs_input_grad", "__dict__", "__weakref__")
+
+    _fn: Any = None  # the Function class this node runs the backward of
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple(e if e is not None else (None, 0) for e in self._next)
+
+    @property
+    def metadata(self) -> dict:
+        return self.__dict__.setdefault("_metadata", {})
+
+    # -- ctx API (PyTorch's FunctionCtx) -------------------------------------------------
+    def save_for_backward(self, *tensors: Any) -> None:
+        self._saved = tensors  # resolved by apply() once the outputs exist
+
+    @property
+    def saved_tensors(self) -> tuple:
+        saved = self._saved
+        if saved is _FREED:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or "
+                "if you need to access saved tensors after calling backward.")
+        if not saved:
+            return ()
+        return tuple(self._unpack(s) for s in saved)
+
+    def _unpack(self, s: Any) -> Any:
+        if s is None:
+            return None
+        if type(s) is tuple:  # the output: (data, version counter, version, output_nr)
+            data, vc, version, nr = s
+            if vc.value != version:
+                self._version_error(data, vc.value, version, nr)
+            t = wrap(data)
+            t._requires_grad = True
+            t._grad_fn = self
+            t._output_nr = nr
+            t._vc = vc
+            return t
+        t = s.tensor
+        vc = t._vc
+        if vc is not None and vc.value != s.version:
+            self._version_error(t._data, vc.value, s.version, t._output_nr, t._grad_fn)
+        return t
+
+    def _version_error(self, data: np.ndarray, now: int, expected: int, nr: int,
+                       owner: Any = "self") -> None:
+        owner = self if owner == "self" else owner
+        what = f"which is output {nr} of {owner.name().removesuffix('Backward0')}, " \
+            if owner is not None else ""
+        from .dtypes import as_dtype
+        shape = ", ".join(str(d) for d in data.shape)
+        hint = ("Hint: the backtrace further above shows the operation that failed to compute "
+                "its gradient. The variable in question was changed in there or anywhere later. "
+                "Good luck!" if anomaly.state.enabled else
+                "Hint: enable anomaly detection to find the operation that failed to compute its "
+                "gradient, with gradlog.autograd.set_detect_anomaly(True).")
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: [gradlog.{as_dtype(data.dtype).legacy_name} [{shape}]], {what}"
+            f"is at version {now}; expected version {expected} instead. {hint}")
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        self.__dict__["_non_diff"] = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        self.__dict__["_materialize"] = bool(value)
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        self.__dict__["_dirty"] = tensors
+
+    # -- node hooks (grad_fn.register_hook / register_prehook) ------------------------------
+    def register_hook(self, fn: Any) -> RemovableHandle:
+        """``fn(grad_inputs, grad_outputs) -> tuple | None``, after this node's backward."""
+        if self._post_hooks is None:
+            self._post_hooks = HookRegistry()
+        return register(self._post_hooks, fn)
+
+    def register_prehook(self, fn: Any) -> RemovableHandle:
+        """``fn(grad_outputs) -> tuple | None``, before this node's backward."""
+        if self._pre_hooks is None:
+            self._pre_hooks = HookRegistry()
+        return register(self._pre_hooks, fn)
+
+    # -- called by the engine ------------------------------------------------------------
+    def _run_backward(self, grads: list) -> tuple:
+        if self._saved is _FREED:
+            _ = self.saved_tensors  # raises the "second time" error
+        out = self._fn.backward(self, *grads)
+        if type(out) is not tuple:
+            out = (out,)
+        return out
+
+    def _release(self) -> None:
+        if self._saved is not None:
+            self._saved = _FREED
+
+
+def _new_node(node_cls: type, nexts: tuple, needs: tuple) -> Node:
+    node = node_cls.__new__(node_cls)
+    node._next = nexts
+    node._seq = next(_seq)
+    node._saved = None
+    node._hooks_t = None
+    node._retain = None
+    node._pre_hooks = None
+    node._post_hooks = None
+    node._trace = traceback.extract_stack()[:-3] if anomaly.state.enabled else None
+    node._n_out = 1
+    node.needs_input_grad = needs
+    return node
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf that requires grad: runs its hooks and adds into ``.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable: Tensor) -> None:
+        self._next = ()
+        self._seq = -1
+        self._saved = None
+        self._hooks_t = None
+        self._retain = None
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._trace = None
+        self._n_out = 1
+        self.needs_input_grad = ()
+        self.variable = variable
+
+
+def edge_of(t: Tensor) -> tuple:
+    """The graph edge a tensor that requires grad feeds: its grad_fn or its leaf sink."""
+    fn = t._grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    acc = t._grad_acc
+    if acc is None:
+        acc = t._grad_acc = AccumulateGrad(t)
+    return (acc, 0)
+
+
+class _NoGradCtx:
+    """The ctx forward gets when no graph is recorded: saving and marking do nothing."""
+
+    __slots__ = ("needs_input_grad",)
+
+    def __init__(self, n: int) -> None:
+        self.needs_input_grad = (False,) * n
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        if key == "needs_input_grad":
+            object.__setattr__(self, key, value)
+
+    def save_for_backward(self, *tensors: Any) -> None:
+        pass
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        pass
+
+    def set_materialize_grads(self, value: bool) -> None:
+        pass
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        pass
+
+
+_NO_CTX = [_NoGradCtx(n) for n in range(32)]
+
+
+class FunctionMeta(type):
+    """Gives every Function subclass its node class, named ``<Name>Backward`` as in PyTorch."""
+
+    def __init__(cls, name: str, bases: tuple, ns: dict) -> None:
+        super().__init__(name, bases, ns)
+        node_name = ns.get("node_name") or f"{name}Backward"
+        base = Node
+        if not ns.get("_builtin") and not getattr(cls, "_array_forward", False):
+            from .custom import CustomNode  # user-defined Function: checked backward
+            base = CustomNode
+        cls._node_cls = type(node_name, (base,), {"__slots__": (), "_fn": cls,
+                                                  "__module__": cls.__module__})
+
+
+class Function(metaclass=FunctionMeta):
+    """A differentiable operation defined by the user (PyTorch's ``torch.autograd.Function``).
+
+    Subclass it with ``forward(ctx, *args)`` (tensors in, run without recording) and
+    ``backward(ctx, *grad_outputs)`` (one gradient per forward input, ``None`` for
+    non-tensors), both static methods, then call ``MyFunction.apply(...)``.
+    """
+
+    _builtin = True  # Function itself; subclasses defined by users are not
+
+    @staticmethod
+    def forward(ctx: Any, *args: Any) -> Any:
+        raise NotImplementedError("a Function subclass must implement forward(ctx, *args)")
+
+    @staticmethod
+    def backward(ctx: Any, *grad_outputs: Any) -> Any:
+        raise NotImplementedError("a Function subclass must implement backward(ctx, *grads)")
+
+    @classmethod
+    def apply(cls, *args: Any) -> Any:
+        from .custom import apply_custom
+        return apply_custom(cls, args)
+
+
+class Op(Function):
+    """A built-in operation: ``forward(ctx, *args)`` gets numpy arrays for tensor arguments.
+
+    ``ctx.save_for_backward`` takes arrays: an input's array saves that input tensor, the
+    returned array saves the output, any other array is saved as a constant.
+    Set ``is_view = True`` for operations whose output may share memory with input 0.
+    """
+
+    node_name = "OpBackward0"
+    is_view = False
+    _array_forward = True
+
+    @classmethod
+    def apply(cls, *args: Any) -> Tensor:
+        requires = False
+        arrays = []
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a._data)
+                if a._requires_grad:
+                    requires = True
+            else:
+                arrays.append(a)
+        if not (requires and _mode.grad_enabled):
+            n = len(args)
+            out = cls.forward(_NO_CTX[n] if n < 32 else _NoGradCtx(n), *arrays)
+            if type(out) is not np.ndarray:
+                out = np.asarray(out)
+            t = wrap(out)
+            if _mode.inference:
+                t._inference = True
+            elif cls.is_view:
+                _share_view(t, cls, args)
+            return t
+        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        node = _new_node(cls._node_cls, tuple(edge_of(a) if n else None
+                                              for a, n in zip(args, needs)), needs)
+        out = cls.forward(node, *arrays)
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        t = wrap(out)
+        if out.dtype.kind != "f":  # integer and bool results are not differentiable
+            return t
+        t._requires_grad = True
+        t._grad_fn = node
+        if cls.is_view:
+            _share_view(t, cls, args)
+        saved = node._saved
+        if saved is not None:
+            node._saved = tuple(_resolve_saved(s, args, arrays, out, t) for s in saved)
+        return t
+
+
+def _share_view(out: Tensor, cls: type, args: tuple) -> None:
+    """An output that shares memory with its input is a view: it shares the input's version
+    counter and records how to recreate it from the root base (for in-place ops on views)."""
+    src = args[0]
+    if np.may_share_memory(out._data, src._data):
+        vc = src._vc
+        if vc is None:
+            vc = src._vc = VersionCounter()
+        out._vc = vc
+        if src._base is not None:
+            out._base = src._base
+            out._view_chain = src._view_chain + ((cls, args[1:]),)
+        else:
+            out._base = src
+            out._view_chain = ((cls, args[1:]),)
+
+
+def _resolve_saved(s: Any, args: tuple, arrays: list, out: np.ndarray, t: Tensor) -> Any:
+    if s is None:
+        return None
+    for a, arr in zip(args, arrays):
+        if s is arr and isinstance(a, Tensor):
+            if a._inference:
+                raise RuntimeError(
+                    "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                    "created in inference mode in computation tracked by autograd. To work "
+                    "around this, you can make a clone to get a normal tensor and use it in "
+                    "autograd, or use `gradlog.no_grad()` instead of `gradlog.inference_mode()`.")
+            return _Saved(a)
+    if s is out:
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = VersionCounter()
+        return (out, vc, vc.value, 0)
+    if isinstance(s, Tensor):
+        return _Saved(s)
+    return _Saved(wrap(np.asarray(s)))
+
+
+FunctionCtx = Node

@@ -1,0 +1,167 @@
+"""Grad modes: whether operations record a graph. Per thread, as in PyTorch.
+
+Each mode is a context manager and a decorator (also on generators, where the mode is entered
+for every step of the generator and the caller's mode is restored between steps).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from typing import Any
+
+__all__ = [
+    "no_grad", "enable_grad", "set_grad_enabled", "inference_mode", "is_grad_enabled",
+    "is_inference_mode_enabled",
+]
+
+
+class _ThreadState(threading.local):
+    grad_enabled = True
+    inference = False
+
+
+state = _ThreadState()
+
+
+def is_grad_enabled() -> bool:
+    """True when operations on tensors that require grad record a graph in this thread."""
+    return state.grad_enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return state.inference
+
+
+class _GradMode:
+    """Base of the grad-mode context managers: ``_enter`` sets the mode, exit restores it."""
+
+    def __call__(self, func: Any) -> Any:
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_generator(func)
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return wrapper
+
+    def _wrap_generator(self, func: Any) -> Any:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            gen = func(*args, **kwargs)
+            try:
+                with self.clone():
+                    request = gen.send(None)
+                while True:
+                    try:
+                        response = yield request
+                    except GeneratorExit:
+                        with self.clone():
+                            gen.close()
+                        raise
+                    except BaseException as exc:  # forwarded into the generator
+                        with self.clone():
+                            request = gen.throw(exc)
+                    else:
+                        with self.clone():
+                            request = gen.send(response)
+            except StopIteration as stop:
+                return stop.value
+
+        return wrapper
+
+    def clone(self) -> _GradMode:
+        return type(self)()
+
+    def __enter__(self) -> None:
+        self._saved = (state.grad_enabled, state.inference)
+        self._enter()
+
+    def __exit__(self, *exc_info: object) -> None:
+        state.grad_enabled, state.inference = self._saved
+
+    def _enter(self) -> None:
+        raise NotImplementedError
+
+
+class no_grad(_GradMode):
+    """Operations inside record no graph: results have ``requires_grad=False``.
+
+    Use as ``with gl.no_grad(): ...``, ``@gl.no_grad()`` or ``@gl.no_grad``.
+    """
+
+    def __new__(cls, orig_func: Any = None) -> Any:
+        if orig_func is not None and callable(orig_func):  # bare decorator: @no_grad
+            return cls()(orig_func)
+        return super().__new__(cls)
+
+    def __init__(self, orig_func: Any = None) -> None:
+        pass
+
+    def _enter(self) -> None:
+        state.grad_enabled = False
+
+
+class enable_grad(_GradMode):
+    """Turns recording back on inside ``no_grad`` (not inside ``inference_mode``'s tensors)."""
+
+    def __new__(cls, orig_func: Any = None) -> Any:
+        if orig_func is not None and callable(orig_func):
+            return cls()(orig_func)
+        return super().__new__(cls)
+
+    def __init__(self, orig_func: Any = None) -> None:
+        pass
+
+    def _enter(self) -> None:
+        state.grad_enabled = True
+
+
+class set_grad_enabled(_GradMode):
+    """Sets grad mode on or off: immediately as a call, or for a block as a context manager."""
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = state.grad_enabled
+        self.mode = bool(mode)
+        state.grad_enabled = self.mode
+
+    def clone(self) -> set_grad_enabled:
+        return set_grad_enabled(self.mode)
+
+    def __enter__(self) -> None:
+        self._saved = (self.prev, state.inference)
+        state.grad_enabled = self.mode
+
+    def __call__(self, func: Any) -> Any:
+        state.grad_enabled = self.prev  # used as a decorator: the call above must not stick
+        return super().__call__(func)
+
+
+class inference_mode(_GradMode):
+    """Like ``no_grad``, and marks the results as inference tensors (``is_inference()``).
+
+    Inference tensors cannot be saved for backward later, nor changed in place outside the mode.
+    ``inference_mode(False)`` switches the mode off inside its block.
+    """
+
+    def __new__(cls, mode: Any = True) -> Any:
+        if callable(mode):
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode: Any = True) -> None:
+        self.mode = bool(mode)
+
+    def clone(self) -> inference_mode:
+        return inference_mode(self.mode)
+
+    def _enter(self) -> None:
+        if self.mode:
+            state.grad_enabled = False
+            state.inference = True
+        else:
+            state.grad_enabled = True
+            state.inference = False

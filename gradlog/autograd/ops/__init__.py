@@ -1,0 +1,18 @@
+"""The differentiable operations, one file per family.
+
+Each family module lists the Tensor methods it provides in ``TENSOR_METHODS`` (PyTorch's
+names); they are installed on :class:`Tensor` here, in one place.
+"""
+
+from ..tensor import Tensor
+from . import (
+    activation, arithmetic, compare, conversion, indexing, inplace, join, linalg, reduction,
+    shape, unary,
+)
+
+FAMILIES = (arithmetic, unary, activation, reduction, shape, join, indexing, linalg, compare,
+            conversion, inplace)
+
+for _family in FAMILIES:
+    for _name, _method in _family.TENSOR_METHODS.items():
+        setattr(Tensor, _name, _method)

@@ -1,0 +1,344 @@
+"""Arithmetic with broadcasting: add, sub, mul, div, pow, neg (and the reflected forms)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..function import Op
+from ..tensor import Tensor
+from ._util import (
+    as_float, is_number, result_dtype, scalar_result_dtype, tensor_operand, unbroadcast,
+)
+
+__all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow",
+           "neg", "negative", "rsub", "square", "reciprocal", "floor_divide", "remainder"]
+
+
+def _shape(x: Any) -> tuple:
+    return x.shape if isinstance(x, np.ndarray) else ()
+
+
+class Add(Op):
+    node_name = "AddBackward0"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (_shape(a), _shape(b))
+        return a + b
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad
+        sa, sb = ctx.shapes
+        return (unbroadcast(g, sa) if na else None, unbroadcast(g, sb) if nb else None)
+
+
+class Sub(Op):
+    node_name = "SubBackward0"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (_shape(a), _shape(b))
+        return a - b
+
+    @staticmethod
+    def backward(ctx, g):
+        na, nb = ctx.needs_input_grad
+        sa, sb = ctx.shapes
+        return (unbroadcast(g, sa) if na else None, unbroadcast(-g, sb) if nb else None)
+
+
+class Rsub(Sub):
+    node_name = "RsubBackward1"
+
+
+class Mul(Op):
+    node_name = "MulBackward0"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a * b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(g * b, a._data.shape) if na else None,
+                unbroadcast(g * a, b._data.shape) if nb else None)
+
+
+class Div(Op):
+    node_name = "DivBackward0"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return a / b
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        ga = unbroadcast(g / b, a._data.shape) if na else None
+        gb = unbroadcast(-g * a / (b * b), b._data.shape) if nb else None
+        return ga, gb
+
+
+class Neg(Op):
+    node_name = "NegBackward0"
+
+    @staticmethod
+    def forward(ctx, a):
+        return -a
+
+    @staticmethod
+    def backward(ctx, g):
+        return -g
+
+
+class PowScalar(Op):
+    """``tensor ** number``."""
+
+    node_name = "PowBackward0"
+
+    @staticmethod
+    def forward(ctx, a, p):
+        ctx.save_for_backward(a)
+        ctx.p = p
+        return a ** p
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        p = ctx.p
+        if p == 0:
+            return g * 0, None
+        if p == 1:
+            return g, None
+        if p == 2:
+            return g * (a * 2), None
+        return g * (a ** (p - 1) * p), None
+
+
+class PowTensor(Op):
+    """``tensor ** tensor``; the exponent's gradient is 0 where the base is 0."""
+
+    node_name = "PowBackward1"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        out = a ** b
+        ctx.save_for_backward(a, b, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        ga = unbroadcast(g * b * a ** (b - 1), a._data.shape) if na else None
+        gb = None
+        if nb:
+            safe = (a._data == 0) & (b._data >= 0)
+            log_a = a.where(~safe, 1.0).log() if safe.any() else a.log()
+            gb = unbroadcast(g * out * log_a, b._data.shape)
+        return ga, gb
+
+
+class RpowScalar(Op):
+    """``number ** tensor``."""
+
+    node_name = "PowBackward2"
+
+    @staticmethod
+    def forward(ctx, base, b):
+        out = np.power(base, b)
+        ctx.save_for_backward(out)
+        ctx.log_base = float(np.log(base)) if base > 0 else (0.0 if base == 0 else np.nan)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return None, g * out * ctx.log_base
+
+
+def _promote(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+    dt = result_dtype(a._data, b._data)
+    if a._data.dtype != dt:
+        a = a.to(dt)
+    if b._data.dtype != dt:
+        b = b.to(dt)
+    return a, b
+
+
+def binary(op: type, a: Any, b: Any) -> Tensor:
+    """Apply a binary op with PyTorch's dtype rules (``a`` is a tensor, ``b`` anything)."""
+    if isinstance(b, Tensor):
+        if a._data.dtype != b._data.dtype:
+            a, b = _promote(a, b)
+        return op.apply(a, b)
+    if is_number(b):
+        dt = scalar_result_dtype(a._data, b)
+        if dt != a._data.dtype:
+            a = a.to(dt)
+        return op.apply(a, b)
+    return binary(op, a, tensor_operand(b, a))
+
+
+def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``input + alpha * other``."""
+    if alpha != 1:
+        other = other * alpha
+    if not isinstance(input, Tensor):
+        return binary(Add, tensor_operand(other, None), input) if isinstance(other, Tensor) \
+            else binary(Add, tensor_operand(input, None), other)
+    return binary(Add, input, other)
+
+
+def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``input - alpha * other``."""
+    if alpha != 1:
+        other = other * alpha
+    if not isinstance(input, Tensor):
+        return rsub(other, input)
+    return binary(Sub, input, other)
+
+
+def rsub(input: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    """``other - alpha * input``."""
+    if alpha != 1:
+        input = input * alpha
+    if isinstance(other, Tensor):
+        return binary(Sub, other, input)
+    dt = scalar_result_dtype(input._data, other)
+    if dt != input._data.dtype:
+        input = input.to(dt)
+    return Rsub.apply(other, input)
+
+
+def mul(input: Any, other: Any) -> Tensor:
+    if not isinstance(input, Tensor):
+        input, other = other, input
+        if not isinstance(input, Tensor):
+            input = tensor_operand(input, None)
+    return binary(Mul, input, other)
+
+
+def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+    """True division (integers give floats); ``rounding_mode`` "trunc" or "floor" rounds."""
+    if not isinstance(input, Tensor):
+        input = tensor_operand(input, None)
+    if rounding_mode is not None:
+        return _rounded_div(input, other, rounding_mode)
+    input = as_float(input)
+    if isinstance(other, Tensor) and other._data.dtype.kind != "f":
+        other = as_float(other)
+    return binary(Div, input, other)
+
+
+true_divide = divide = div
+
+
+def _rounded_div(a: Tensor, b: Any, mode: str) -> Tensor:
+    from ..tensor import wrap
+    bd = b._data if isinstance(b, Tensor) else b
+    if mode == "floor":
+        out = np.floor_divide(a._data, bd) if a._data.dtype.kind != "f" else np.floor(a._data / bd)
+    elif mode == "trunc":
+        q = a._data / bd
+        out = np.trunc(q).astype(result_dtype(a._data, np.asarray(bd)) if isinstance(
+            b, Tensor) else scalar_result_dtype(a._data, b))
+    else:
+        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                         f"found '{mode}'")
+    return wrap(np.asarray(out))
+
+
+def rdiv(input: Tensor, other: Any) -> Tensor:
+    """``other / input``."""
+    input = as_float(input)
+    return binary(Div, tensor_operand(other, input).to(input._data.dtype)
+                  if not isinstance(other, Tensor) else other, input)
+
+
+def pow(input: Any, exponent: Any) -> Tensor:
+    """``input ** exponent`` (tensor or number on either side)."""
+    if not isinstance(input, Tensor):
+        return _rpow(exponent, input)
+    if isinstance(exponent, Tensor):
+        return binary(PowTensor, input, exponent)
+    if not is_number(exponent):
+        return binary(PowTensor, input, tensor_operand(exponent, input))
+    dt = scalar_result_dtype(input._data, exponent)
+    if dt != input._data.dtype:
+        input = input.to(dt)
+    if input._data.dtype.kind in "iu" and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return PowScalar.apply(input, exponent)
+
+
+def _rpow(exponent: Tensor, base: Any) -> Tensor:
+    if not isinstance(exponent, Tensor):
+        raise TypeError("pow() needs a tensor operand")
+    dt = scalar_result_dtype(exponent._data, base)
+    if dt != exponent._data.dtype:
+        exponent = exponent.to(dt)
+    return RpowScalar.apply(base, exponent)
+
+
+def neg(input: Tensor) -> Tensor:
+    return Neg.apply(input)
+
+
+negative = neg
+
+
+subtract = sub
+multiply = mul
+
+
+def square(input: Tensor) -> Tensor:
+    return pow(input, 2)
+
+
+def reciprocal(input: Tensor) -> Tensor:
+    return rdiv(input, 1.0)
+
+
+def floor_divide(input: Tensor, other: Any) -> Tensor:
+    return div(input, other, rounding_mode="floor")
+
+
+def remainder(input: Tensor, other: Any) -> Tensor:
+    """Python's modulo (sign of the divisor), not differentiable in ``other``."""
+    from ..tensor import wrap
+    bd = other._data if isinstance(other, Tensor) else other
+    q = np.floor_divide(input._data, bd)
+    if input._requires_grad:  # a - b * floor(a / b): gradient 1 w.r.t. a
+        return input - wrap(np.asarray(q * bd, dtype=input._data.dtype))
+    return wrap(np.asarray(np.mod(input._data, bd)))
+
+
+def _radd(self: Tensor, other: Any) -> Tensor:
+    return binary(Add, self, other)
+
+
+def _rmul(self: Tensor, other: Any) -> Tensor:
+    return binary(Mul, self, other)
+
+
+TENSOR_METHODS = {
+    "add": add, "__add__": add, "__radd__": _radd,
+    "sub": sub, "subtract": sub, "__sub__": sub, "__rsub__": lambda self, other: rsub(self, other),
+    "mul": mul, "multiply": mul, "__mul__": mul, "__rmul__": _rmul,
+    "div": div, "divide": div, "true_divide": div, "__truediv__": div, "__rtruediv__": rdiv,
+    "__floordiv__": floor_divide, "floor_divide": floor_divide,
+    "__rfloordiv__": lambda self, other: floor_divide(tensor_operand(other, self), self),
+    "__mod__": remainder, "remainder": remainder,
+    "pow": pow, "__pow__": pow, "__rpow__": lambda self, other: _rpow(self, other),
+    "neg": neg, "negative": neg, "__neg__": neg, "__pos__": lambda self: self,
+    "square": square, "reciprocal": reciprocal,
+}

@@ -1,0 +1,450 @@
+"""Reductions with ``dim`` / ``keepdim``: sum, mean, max/min, amax/amin, argmax/argmin, var,
+std, norm, prod, logsumexp, cumsum, any, all."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes
+from ..function import Op
+from ..tensor import Tensor, _wrap_dim, wrap
+from ._util import as_float, normalize_dims
+
+__all__ = ["sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
+           "norm", "prod", "logsumexp", "cumsum", "any", "all", "aminmax", "count_nonzero"]
+
+return_types_max = namedtuple("max", ["values", "indices"])
+return_types_min = namedtuple("min", ["values", "indices"])
+
+
+def _keep_shape(in_shape: tuple, dims: tuple) -> tuple:
+    return tuple(1 if i in dims else s for i, s in enumerate(in_shape))
+
+
+def _expand_back(g: Tensor, in_shape: tuple, dims: tuple, keepdim: bool) -> Tensor:
+    """Broadcast a reduced gradient back to the input's shape (tensor ops: differentiable)."""
+    if not keepdim and dims:
+        g = g.reshape(_keep_shape(in_shape, dims))
+    if g._data.shape != in_shape:
+        g = g.expand(in_shape)
+    return g
+
+
+class Sum(Op):
+    node_name = "SumBackward0"
+
+    @staticmethod
+    def forward(ctx, a, dims, keepdim, np_dtype):
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        return np.sum(a, axis=dims, keepdims=keepdim, dtype=np_dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim), None, None, None
+
+
+class SumDim(Sum):
+    node_name = "SumBackward1"
+
+
+def _sum_dtype(a: np.ndarray, dtype: Any) -> Any:
+    if dtype is not None:
+        return dtypes.to_numpy_dtype(dtype)
+    if a.dtype.kind in "biu":
+        return np.int64
+    return None
+
+
+def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """Sum over ``dim`` (all dimensions by default)."""
+    dims = normalize_dims(dim, input._data.ndim)
+    op = Sum if dim is None else SumDim
+    return op.apply(input, dims, keepdim, _sum_dtype(input._data, dtype))
+
+
+class Mean(Op):
+    node_name = "MeanBackward0"
+
+    @staticmethod
+    def forward(ctx, a, dims, keepdim):
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        n = 1
+        for d in dims:
+            n *= a.shape[d]
+        ctx.n = n
+        return np.mean(a, axis=dims, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _expand_back(g / ctx.n, ctx.in_shape, ctx.dims, ctx.keepdim), None, None
+
+
+class MeanDim(Mean):
+    node_name = "MeanBackward1"
+
+
+def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    if input._data.dtype.kind != "f" and dtype is None:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                           f"floating point or complex dtype. Got: {input.dtype.name.title()}")
+    if dtype is not None:
+        input = input.to(dtype)
+    dims = normalize_dims(dim, input._data.ndim)
+    return (Mean if dim is None else MeanDim).apply(input, dims, keepdim)
+
+
+class AmaxAmin(Op):
+    """Max or min over dims; the gradient is shared evenly among ties (as PyTorch's amax)."""
+
+    node_name = "AmaxBackward0"
+    reduce = staticmethod(np.max)
+
+    @classmethod
+    def forward(cls, ctx, a, dims, keepdim):
+        out = cls.reduce(a, axis=dims, keepdims=True)
+        mask = a == out
+        ctx.save_for_backward(mask / mask.sum(axis=dims, keepdims=True, dtype=a.dtype))
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        return out if keepdim else out.reshape(
+            tuple(s for i, s in enumerate(a.shape) if i not in dims))
+
+    @staticmethod
+    def backward(ctx, g):
+        (share,) = ctx.saved_tensors
+        return _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim) * share, None, None
+
+
+class Amin(AmaxAmin):
+    node_name = "AminBackward0"
+    reduce = staticmethod(np.min)
+
+
+class MaxAll(AmaxAmin):
+    node_name = "MaxBackward1"
+
+
+class MinAll(Amin):
+    node_name = "MinBackward1"
+
+
+def _check_nonempty(input: Tensor, name: str, dims: tuple) -> None:
+    if input._data.size == 0 and (not dims or any(input._data.shape[d] == 0 for d in dims)):
+        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                         "== 0. Specify the reduction dim with the 'dim' argument.")
+
+
+def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    dims = normalize_dims(dim if dim != () else None, input._data.ndim)
+    _check_nonempty(input, "amax", dims)
+    return AmaxAmin.apply(input, dims, keepdim)
+
+
+def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
+    dims = normalize_dims(dim if dim != () else None, input._data.ndim)
+    _check_nonempty(input, "amin", dims)
+    return Amin.apply(input, dims, keepdim)
+
+
+class MaxDim(Op):
+    """``max(dim)`` values: the gradient goes to the first index of the extremum."""
+
+    node_name = "MaxBackward0"
+    arg = staticmethod(np.argmax)
+
+    @classmethod
+    def forward(cls, ctx, a, d, keepdim):
+        idx = np.expand_dims(cls.arg(a, axis=d), d)
+        ctx.idx, ctx.in_shape, ctx.d, ctx.keepdim = idx, a.shape, d, keepdim
+        out = np.take_along_axis(a, idx, d)
+        return out if keepdim else np.squeeze(out, d)
+
+    @staticmethod
+    def backward(ctx, g):
+        if not ctx.keepdim:
+            g = g.unsqueeze(ctx.d)
+        return _scatter_along(g, ctx.idx, ctx.d, ctx.in_shape), None, None
+
+
+class MinDim(MaxDim):
+    node_name = "MinBackward0"
+    arg = staticmethod(np.argmin)
+
+
+class _ScatterAlong(Op):
+    node_name = "ScatterBackward0"
+
+    @staticmethod
+    def forward(ctx, g, idx, d, shape):
+        ctx.idx, ctx.d = idx, d
+        out = np.zeros(shape, dtype=g.dtype)
+        np.put_along_axis(out, idx, g, d)
+        return out
+
+    @staticmethod
+    def backward(ctx, gg):
+        from ..tensor import wrap as _w
+        return _GatherAlong.apply(gg, _w(ctx.idx), ctx.d), None, None, None
+
+
+class _GatherAlong(Op):
+    node_name = "GatherBackward0"
+
+    @staticmethod
+    def forward(ctx, a, idx, d):
+        ctx.idx, ctx.d, ctx.shape = idx, d, a.shape
+        return np.take_along_axis(a, idx, d)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _ScatterAlong.apply(g, ctx.idx, ctx.d, ctx.shape), None, None
+
+
+def _scatter_along(g: Tensor, idx: np.ndarray, d: int, shape: tuple) -> Tensor:
+    return _ScatterAlong.apply(g, idx, d, shape)
+
+
+def _max_min(input: Tensor, dim: Any, keepdim: bool, other: Any, is_max: bool) -> Any:
+    name = "max" if is_max else "min"
+    if isinstance(dim, Tensor) and other is None:
+        dim, other = None, dim
+    if other is not None:
+        from .compare import maximum, minimum
+        return (maximum if is_max else minimum)(input, other)
+    if dim is None:
+        _check_nonempty(input, name, ())
+        dims = tuple(range(input._data.ndim))
+        return (MaxAll if is_max else MinAll).apply(input, dims, False)
+    d = _wrap_dim(dim, input._data.ndim)
+    if input._data.shape and input._data.shape[d] == 0:
+        raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+    if input._data.ndim == 0:
+        values = input.clone()
+        return (return_types_max if is_max else return_types_min)(values, wrap(np.array(0)))
+    values = (MaxDim if is_max else MinDim).apply(input, d, keepdim)
+    arg = np.argmax if is_max else np.argmin
+    idx = arg(input._data, axis=d)
+    if keepdim:
+        idx = np.expand_dims(idx, d)
+    return (return_types_max if is_max else return_types_min)(values, wrap(idx.astype(np.int64)))
+
+
+def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
+    """``max(t)`` (a value), ``max(t, dim)`` (values, indices) or ``max(a, b)`` (elementwise)."""
+    return _max_min(input, dim, keepdim, other, True)
+
+
+def min(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
+    return _max_min(input, dim, keepdim, other, False)
+
+
+def aminmax(input: Tensor, *, dim: Any = None, keepdim: bool = False) -> tuple:
+    d = () if dim is None else dim
+    return amin(input, d, keepdim), amax(input, d, keepdim)
+
+
+def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    if dim is None:
+        return wrap(np.asarray(np.argmax(input._data), dtype=np.int64))
+    d = _wrap_dim(dim, input._data.ndim)
+    return wrap(np.asarray(np.argmax(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
+
+
+def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
+    if dim is None:
+        return wrap(np.asarray(np.argmin(input._data), dtype=np.int64))
+    d = _wrap_dim(dim, input._data.ndim)
+    return wrap(np.asarray(np.argmin(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
+
+
+def _correction(unbiased: Any, correction: Any) -> float:
+    if correction is not None:
+        return float(correction)
+    if unbiased is None:
+        return 1.0
+    return 1.0 if unbiased else 0.0
+
+
+class Var(Op):
+    node_name = "VarBackward0"
+
+    @staticmethod
+    def forward(ctx, a, dims, correction, keepdim):
+        n = 1
+        for d in dims:
+            n *= a.shape[d]
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        ctx.denom = n - correction if n > correction else 0.0
+        ctx.save_for_backward(a)
+        return np.var(a, axis=dims, keepdims=keepdim, ddof=correction) if n > correction else \
+            np.full(np.sum(a, axis=dims, keepdims=keepdim).shape, np.nan, dtype=a.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        centered = a - a.mean(ctx.dims, keepdim=True)
+        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        return g * centered * (2.0 / ctx.denom if ctx.denom else np.nan), None, None, None
+
+
+def _var_args(dim: Any, unbiased: Any, keepdim: Any) -> tuple:
+    if isinstance(dim, bool):  # var(t, unbiased) positional form
+        return None, dim, keepdim
+    return dim, unbiased, keepdim
+
+
+def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    """Variance with Bessel's correction by default (``correction=1``)."""
+    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
+    dims = normalize_dims(dim, input._data.ndim)
+    return Var.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
+
+
+def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+class Norm2(Op):
+    """Euclidean norm; its gradient is 0 (not NaN) where the norm is 0, as in PyTorch."""
+
+    node_name = "NormBackward1"
+
+    @staticmethod
+    def forward(ctx, a, dims, keepdim):
+        out = np.sqrt(np.sum(a * a, axis=dims, keepdims=True))
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        ctx.save_for_backward(a, out)
+        return out if keepdim else out.reshape(
+            tuple(s for i, s in enumerate(a.shape) if i not in dims))
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        safe = out.where(out._data != 0, 1.0) if (out._data == 0).any() else out
+        return g * a / safe, None, None
+
+
+def norm(input: Tensor, p: Any = "fro", dim: Any = None, keepdim: bool = False,
+         dtype: Any = None) -> Tensor:
+    """Vector p-norm over ``dim`` (all elements by default); ``p`` may be inf or -inf."""
+    x = as_float(input if dtype is None else input.to(dtype))
+    dims = normalize_dims(dim, x._data.ndim)
+    if p in ("fro", 2, 2.0, None):
+        return Norm2.apply(x, dims, keepdim)
+    if p == "nuc":
+        raise NotImplementedError("the nuclear norm is not supported by gradlog")
+    p = float(p)
+    a = x.abs()
+    if p == float("inf"):
+        return amax(a, dims, keepdim)
+    if p == float("-inf"):
+        return amin(a, dims, keepdim)
+    if p == 0:
+        return (a != 0).to(x.dtype).sum(dims, keepdim)
+    if p == 1:
+        return a.sum(dims, keepdim)
+    return (a ** p).sum(dims, keepdim) ** (1.0 / p)
+
+
+class Prod(Op):
+    node_name = "ProdBackward0"
+
+    @staticmethod
+    def forward(ctx, a, d, keepdim):
+        ctx.save_for_backward(a)
+        ctx.d, ctx.keepdim, ctx.in_shape = d, keepdim, a.shape
+        if d is None:
+            return np.prod(a)
+        return np.prod(a, axis=d, keepdims=keepdim)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        x = a._data
+        d = ctx.d
+        if d is None:
+            flat = x.reshape(-1)
+            others = _exclusive_prod(flat, 0).reshape(x.shape)
+            return g * wrap(others), None, None
+        others = wrap(_exclusive_prod(x, d))
+        if not ctx.keepdim:
+            g = g.unsqueeze(d)
+        return g.expand(ctx.in_shape) * others, None, None
+
+
+def _exclusive_prod(x: np.ndarray, d: int) -> np.ndarray:
+    """Product of all other elements along ``d`` for each element (exact with zeros)."""
+    ones_shape = list(x.shape)
+    ones_shape[d] = 1
+    one = np.ones(ones_shape, dtype=x.dtype)
+    left = np.cumprod(np.concatenate([one, x], axis=d), axis=d)
+    right = np.flip(np.cumprod(np.flip(np.concatenate([x, one], axis=d), d), axis=d), d)
+    n = x.shape[d]
+    return np.take(left, range(n), axis=d) * np.take(right, range(1, n + 1), axis=d)
+
+
+def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
+         dtype: Any = None) -> Tensor:
+    if dtype is not None:
+        input = input.to(dtype)
+    d = None if dim is None else _wrap_dim(dim, input._data.ndim)
+    return Prod.apply(input, d, keepdim)
+
+
+def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
+    x = as_float(input)
+    dims = normalize_dims(dim, x._data.ndim)
+    m = np.max(x._data, axis=dims, keepdims=True) if x._data.size else np.zeros(())
+    m = np.where(np.isfinite(m), m, 0).astype(x._data.dtype)
+    out = (x - wrap(m)).exp().sum(dims, keepdim=True).log() + wrap(m)
+    return out if keepdim else out.squeeze(dims) if dims else out
+
+
+class Cumsum(Op):
+    node_name = "CumsumBackward0"
+
+    @staticmethod
+    def forward(ctx, a, d, np_dtype):
+        ctx.d = d
+        return np.cumsum(a, axis=d, dtype=np_dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        d = ctx.d
+        return g.flip(d).cumsum(d).flip(d), None, None
+
+
+def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
+    d = _wrap_dim(dim, input._data.ndim)
+    if input._data.ndim == 0:
+        return input.clone()
+    return Cumsum.apply(input, d, _sum_dtype(input._data, dtype))
+
+
+def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    dims = None if dim is None else normalize_dims(dim, input._data.ndim)
+    return wrap(np.asarray(np.any(input._data, axis=dims, keepdims=keepdim)))
+
+
+def all(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    dims = None if dim is None else normalize_dims(dim, input._data.ndim)
+    return wrap(np.asarray(np.all(input._data, axis=dims, keepdims=keepdim)))
+
+
+def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
+    dims = None if dim is None else normalize_dims(dim, input._data.ndim)
+    return wrap(np.asarray(np.count_nonzero(input._data, axis=dims), dtype=np.int64))
+
+
+TENSOR_METHODS = {
+    "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin,
+    "aminmax": aminmax, "argmax": argmax, "argmin": argmin, "var": var, "std": std,
+    "norm": norm, "prod": prod, "logsumexp": logsumexp, "cumsum": cumsum, "any": any,
+    "all": all, "count_nonzero": count_nonzero,
+}

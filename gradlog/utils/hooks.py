@@ -1,0 +1,74 @@
+"""Hook registries and the handle that removes a hook from them.
+
+Every registry in gradlog (tensor hooks, module hooks, optimizer step hooks, the engine's
+end-of-backward hooks) is a :class:`HookRegistry`: an ordered dict keyed by handle id. Registering
+returns a :class:`RemovableHandle` that holds only weak references to the registries it removes
+from, so a handle never keeps a tensor's or module's hooks alive.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections import OrderedDict
+from typing import Any
+
+__all__ = ["HookRegistry", "RemovableHandle", "register"]
+
+_ids = itertools.count()
+
+
+class HookRegistry(OrderedDict):
+    """An ordered ``{handle_id: hook}`` dict. (A plain dict cannot be weakly referenced.)"""
+
+    __slots__ = ()
+
+
+class RemovableHandle:
+    """Removes one hook from its registry (and from any flag registries) when asked.
+
+    ``remove()`` is idempotent and does nothing once the registry was garbage-collected. The
+    handle is a context manager: ``with t.register_hook(fn): ...`` removes the hook on exit.
+    """
+
+    __slots__ = ("id", "hooks_dict_ref", "extra_dict_ref", "__weakref__")
+
+    def __init__(self, hooks_dict: HookRegistry, *, extra_dict: Any = None) -> None:
+        self.hooks_dict_ref = weakref.ref(hooks_dict)
+        self.id = next(_ids)
+        if extra_dict is None:
+            extra = ()
+        elif isinstance(extra_dict, (list, tuple)):
+            extra = tuple(extra_dict)
+        else:
+            extra = (extra_dict,)
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra)
+
+    def remove(self) -> None:
+        """Remove the hook; calling it again, or after the owner is gone, is a no-op."""
+        registry = self.hooks_dict_ref()
+        if registry is not None:
+            registry.pop(self.id, None)
+        for ref in self.extra_dict_ref:
+            extra = ref()
+            if extra is not None:
+                extra.pop(self.id, None)
+
+    def __enter__(self) -> RemovableHandle:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.remove()
+
+    def __repr__(self) -> str:
+        return f"<RemovableHandle id={self.id}>"
+
+
+def register(registry: HookRegistry, hook: Any, *, prepend: bool = False,
+             extra_dict: Any = None) -> RemovableHandle:
+    """Add ``hook`` to ``registry`` (at the front when ``prepend``) and return its handle."""
+    handle = RemovableHandle(registry, extra_dict=extra_dict)
+    registry[handle.id] = hook
+    if prepend:
+        registry.move_to_end(handle.id, last=False)
+    return handle
