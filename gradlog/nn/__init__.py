@@ -1,0 +1,9 @@
+"""Neural-network building blocks with PyTorch's names: Module, Parameter, layers, losses,
+``functional``, ``init`` and ``utils``."""
+
+from . import modules
+from .modules import *  # noqa: F403  (the layers; each module file lists its __all__)
+from .modules.module import Module
+from .parameter import Buffer, Parameter
+
+__all__ = ["Module", "Parameter", "Buffer", "modules", *modules.__all__]

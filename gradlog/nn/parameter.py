@@ -1,0 +1,51 @@
+"""``nn.Parameter``: a leaf tensor that a Module registers as one of its parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..autograd.tensor import Tensor
+
+
+class Parameter(Tensor):
+    """A tensor that is a module parameter: assigning it to a Module attribute registers it.
+
+    ``Parameter(t)`` shares ``t``'s memory and requires grad by default.
+    """
+
+    def __init__(self, data: Any = None, requires_grad: bool = True) -> None:
+        if data is None:
+            arr = np.zeros((0,), dtype=np.float32)
+        elif isinstance(data, Tensor):
+            arr = data._data
+        else:
+            arr = np.asarray(data)
+        self._data = arr
+        self._grad_fn = None
+        self._requires_grad = False
+        if requires_grad:
+            self.requires_grad_(True)
+
+    def __repr__(self) -> str:
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo: dict) -> Parameter:
+        new = Parameter(self._data.copy(), self._requires_grad)
+        if self._grad is not None:
+            new._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = new
+        return new
+
+
+class Buffer(Tensor):
+    """Marks a tensor as a buffer when assigned to a Module attribute (``persistent`` or not)."""
+
+    def __init__(self, data: Any = None, *, persistent: bool = True) -> None:
+        arr = data._data if isinstance(data, Tensor) else np.asarray(
+            data if data is not None else np.zeros((0,), np.float32))
+        self._data = arr
+        self._grad_fn = None
+        self._requires_grad = False
+        self.persistent = persistent
