@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .function import Node, _new_node, _Saved, edge_of
+from .function import Node, _new_node, edge_of, saved_entry
 from .grad_mode import no_grad
 from .grad_mode import state as _mode
 from .tensor import Tensor, wrap
@@ -50,7 +50,7 @@ def apply_custom(cls: type, args: tuple) -> Any:
                                  else None for a in args]
     saved = node._saved
     if saved is not None:
-        node._saved = tuple(_Saved(s) if isinstance(s, Tensor) else s for s in saved)
+        node._saved = tuple(saved_entry(s) if isinstance(s, Tensor) else s for s in saved)
     return results[0] if single else tuple(results)
 
 
@@ -59,6 +59,7 @@ class CustomNode(Node):
     and shapes (summing broadcastable gradients down to the input's shape)."""
 
     __slots__ = ()
+    _plain = False  # the engine must call _run_backward (materialization, checks)
 
     def _run_backward(self, grads: list) -> tuple:
         if self.__dict__.get("_materialize", True):

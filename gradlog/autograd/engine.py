@@ -18,7 +18,7 @@ import numpy as np
 
 from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import anomaly
-from .function import AccumulateGrad, Node, edge_of
+from .function import _FREED, AccumulateGrad, Node, edge_of
 from .grad_mode import state as _mode
 from .tensor import Tensor, wrap
 
@@ -234,34 +234,79 @@ class _Pass:
         tick = 0
         for node, n in deps.items():
             if n == 0:
-                heapq.heappush(heap, (-node._seq if node._seq >= 0 else float("-inf"), tick,
-                                      node))
+                heap.append((-node._seq, tick, node))
                 tick += 1
+        heapq.heapify(heap)
+        create_graph = self.create_graph
+        release = not self.retain_graph
+        plain = self.targets is None  # no pruning, no captures: the common fast path
+        pop, push = heapq.heappop, heapq.heappush
         prev_mode = _mode.grad_enabled
-        _mode.grad_enabled = self.create_graph
+        _mode.grad_enabled = create_graph
+        anomaly_on = anomaly.state.enabled
+        following = None  # a node to run next without going through the heap
         try:
-            while heap:
-                node = heapq.heappop(heap)[2]
+            while following is not None or heap:
+                if following is not None:
+                    node, following = following, None
+                else:
+                    node = pop(heap)[2]
                 grads = buffers.pop(node, None)
+                if not plain and node not in runs:
+                    if grads is not None:  # a capture target below which nothing is needed
+                        self._run_node(node, grads, runs)
+                    continue
                 outputs = None
                 if grads is not None:
-                    outputs = self._run_node(node, grads, runs)
-                for i, edge in enumerate(node._next):
+                    if plain and node._plain and not anomaly_on:
+                        # no hooks, no retain_grad, no anomaly mode: run the backward directly
+                        if node._saved is _FREED:
+                            node.saved_tensors  # noqa: B018  (raises the "second time" error)
+                        outputs = node._fn.backward(node, *grads)
+                        if outputs.__class__ is not tuple:
+                            outputs = (outputs,)
+                        if len(outputs) != len(node._next):
+                            _count_error(node, outputs)
+                        if release and node._saved is not None:
+                            node._saved = _FREED
+                    else:
+                        outputs = self._run_node(node, grads, runs)
+                ready = None
+                for edge, g in zip(node._next, outputs or _nones(len(node._next))):
                     if edge is None:
                         continue
                     child = edge[0]
-                    n = deps.get(child)
-                    if n is None or (runs is not None and node not in runs):
-                        continue
-                    if outputs is not None:
-                        g = outputs[i] if i < len(outputs) else None
-                        if g is not None:
-                            _add_to_buffer(buffers, child, edge[1], g, self.create_graph)
-                    deps[child] = n - 1
-                    if n == 1:
-                        key = -child._seq if child._seq >= 0 else float("-inf")
-                        heapq.heappush(heap, (key, tick, child))
+                    if g is not None:
+                        buf = buffers.get(child)
+                        if buf is None:
+                            if child._n_out == 1:
+                                buffers[child] = [g]
+                            else:
+                                buf = buffers[child] = [None] * child._n_out
+                                buf[edge[1]] = g
+                        else:
+                            old = buf[edge[1]]
+                            if old is None:
+                                buf[edge[1]] = g
+                            elif create_graph:
+                                buf[edge[1]] = old + g
+                            else:
+                                buf[edge[1]] = wrap(old._data + g._data)
+                    n = deps[child] - 1
+                    deps[child] = n
+                    if n == 0:
+                        if ready is not None:
+                            push(heap, (-ready._seq, tick, ready))
+                            tick += 1
+                        ready = child
+                if ready is not None:
+                    # PyTorch's order: the ready node with the highest sequence number runs
+                    # next. When nothing else is waiting, that is this one: skip the heap.
+                    if heap and heap[0][0] < -ready._seq:
+                        push(heap, (-ready._seq, tick, ready))
                         tick += 1
+                    else:
+                        following = ready
         finally:
             _mode.grad_enabled = prev_mode
         return self.captured
@@ -278,7 +323,10 @@ class _Pass:
             for k, ref in node._retain.items():
                 t = ref()
                 if t is not None and grads[k] is not None:
-                    _accumulate_grad(t, grads[k], self.create_graph)
+                    if t._grad is None:
+                        _accumulate_grad(t, grads[k], self.create_graph)
+                    else:  # out of place, as PyTorch's retain_grad: a held .grad keeps its value
+                        t._grad = t._grad + grads[k]
         if self.targets is not None:
             for k, g in enumerate(grads):
                 edge = (node, k)
@@ -303,8 +351,7 @@ class _Pass:
                 _warn_forward_trace(node)
             raise
         if len(outputs) != len(node._next):
-            raise RuntimeError(f"function {node.name()} returned an incorrect number of "
-                               f"gradients (expected {len(node._next)}, got {len(outputs)})")
+            _count_error(node, outputs)
         if anomaly.state.enabled and anomaly.state.check_nan:
             _check_anomaly(node, outputs)
         if node._post_hooks:
@@ -330,9 +377,22 @@ class _Pass:
         _accumulate_grad(leaf, g, self.create_graph)
         if leaf._post_hooks:
             for hook in tuple(leaf._post_hooks.values()):
-                if hook(leaf) is not None:
+                result = hook(leaf)
+                if result is not None and result is not leaf:  # PyTorch accepts `p.add_(...)`
+                    if not isinstance(result, Tensor):
+                        raise TypeError(f"expected Variable, but hook returned "
+                                        f"'{type(result).__name__}'")
                     raise RuntimeError("Tensor post accumulate grad hooks should return None.")
         return None
+
+
+def _nones(n: int) -> tuple:
+    return (None,) * n
+
+
+def _count_error(node: Node, outputs: tuple) -> None:
+    raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                       f"(expected {len(node._next)}, got {len(outputs)})")
 
 
 def _add_to_buffer(buffers: dict, node: Node, nr: int, g: Tensor, create_graph: bool) -> None:

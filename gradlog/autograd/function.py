@@ -28,15 +28,11 @@ _OUTPUT = object()  # marks "the output" among saved tensors (saved without a re
 _FREED = object()   # saved tensors were released after a backward without retain_graph
 
 
-class _Saved:
-    """A tensor saved for backward with the version it had when saved."""
-
-    __slots__ = ("tensor", "version")
-
-    def __init__(self, tensor: Tensor) -> None:
-        self.tensor = tensor
-        vc = tensor._vc
-        self.version = vc.value if vc is not None else 0
+def saved_entry(t: Tensor) -> tuple:
+    """A tensor saved for backward: ``(tensor, version when saved)``. (The output is saved as
+    ``(None, data, version counter, version, output_nr)`` to avoid a reference cycle.)"""
+    vc = t._vc
+    return (t, vc.value if vc is not None else 0)
 
 
 class Node:
@@ -46,10 +42,17 @@ class Node:
     ``(None, 0)`` for inputs that need no gradient.
     """
 
-    __slots__ = ("_next", "_seq", "_saved", "_hooks_t", "_retain", "_pre_hooks", "_post_hooks",
-                 "_trace", "_n_out", "needs_input_grad", "__dict__", "__weakref__")
+    __slots__ = ("_next", "_seq", "_saved", "needs_input_grad", "__dict__", "__weakref__")
 
     _fn: Any = None  # the Function class this node runs the backward of
+    # Rarely used state: class-level defaults, set on an instance only when needed.
+    _hooks_t: dict | None = None      # output_nr -> tensor hooks of that output
+    _retain: dict | None = None       # output_nr -> weakref of a tensor that retains grad
+    _pre_hooks: HookRegistry | None = None
+    _post_hooks: HookRegistry | None = None
+    _trace: Any = None                # forward stack, recorded in anomaly mode
+    _n_out = 1
+    _plain = True  # False once any of the above is set: the engine then takes its slow path
 
     def name(self) -> str:
         return type(self).__name__
@@ -81,25 +84,26 @@ class Node:
                 "if you need to access saved tensors after calling backward.")
         if not saved:
             return ()
-        return tuple(self._unpack(s) for s in saved)
+        return tuple([self._unpack(s) for s in saved])
 
     def _unpack(self, s: Any) -> Any:
-        if s is None:
-            return None
-        if type(s) is tuple:  # the output: (data, version counter, version, output_nr)
-            data, vc, version, nr = s
+        if type(s) is not tuple:
+            return s
+        t = s[0]
+        if t is None:  # the output: (None, data, version counter, version, output_nr)
+            _, data, vc, version, nr = s
             if vc.value != version:
                 self._version_error(data, vc.value, version, nr)
             t = wrap(data)
             t._requires_grad = True
             t._grad_fn = self
-            t._output_nr = nr
+            if nr:
+                t._output_nr = nr
             t._vc = vc
             return t
-        t = s.tensor
         vc = t._vc
-        if vc is not None and vc.value != s.version:
-            self._version_error(t._data, vc.value, s.version, t._output_nr, t._grad_fn)
+        if vc is not None and vc.value != s[1]:
+            self._version_error(t._data, vc.value, s[1], t._output_nr, t._grad_fn)
         return t
 
     def _version_error(self, data: np.ndarray, now: int, expected: int, nr: int,
@@ -133,12 +137,14 @@ class Node:
         """``fn(grad_inputs, grad_outputs) -> tuple | None``, after this node's backward."""
         if self._post_hooks is None:
             self._post_hooks = HookRegistry()
+            self._plain = False
         return register(self._post_hooks, fn)
 
     def register_prehook(self, fn: Any) -> RemovableHandle:
         """``fn(grad_outputs) -> tuple | None``, before this node's backward."""
         if self._pre_hooks is None:
             self._pre_hooks = HookRegistry()
+            self._plain = False
         return register(self._pre_hooks, fn)
 
     # -- called by the engine ------------------------------------------------------------
@@ -156,35 +162,31 @@ class Node:
 
 
 def _new_node(node_cls: type, nexts: tuple, needs: tuple) -> Node:
-    node = node_cls.__new__(node_cls)
+    node = _new(node_cls)
     node._next = nexts
     node._seq = next(_seq)
     node._saved = None
-    node._hooks_t = None
-    node._retain = None
-    node._pre_hooks = None
-    node._post_hooks = None
-    node._trace = traceback.extract_stack()[:-3] if anomaly.state.enabled else None
-    node._n_out = 1
     node.needs_input_grad = needs
+    if anomaly.state.enabled:
+        node._trace = traceback.extract_stack()[:-3]
+        node._plain = False
     return node
+
+
+_new = object.__new__
+ACC_SEQ = 1 << 62  # leaf sinks run as soon as they are ready (as PyTorch's AccumulateGrad)
 
 
 class AccumulateGrad(Node):
     """The sink of a leaf that requires grad: runs its hooks and adds into ``.grad``."""
 
     __slots__ = ("variable",)
+    _plain = False
 
     def __init__(self, variable: Tensor) -> None:
         self._next = ()
-        self._seq = -1
+        self._seq = ACC_SEQ
         self._saved = None
-        self._hooks_t = None
-        self._retain = None
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._trace = None
-        self._n_out = 1
         self.needs_input_grad = ()
         self.variable = variable
 
@@ -280,34 +282,64 @@ class Op(Function):
 
     @classmethod
     def apply(cls, *args: Any) -> Tensor:
+        # One pass over the arguments collects the arrays and, for inputs that require grad,
+        # the graph edges; nothing else is done unless a graph is recorded.
         requires = False
-        arrays = []
-        for a in args:
-            if isinstance(a, Tensor):
-                arrays.append(a._data)
-                if a._requires_grad:
-                    requires = True
-            else:
-                arrays.append(a)
-        if not (requires and _mode.grad_enabled):
+        if _mode.grad_enabled:
+            arrays = []
+            nexts = []
+            needs = []
+            for a in args:
+                if isinstance(a, Tensor):
+                    arrays.append(a._data)
+                    if a._requires_grad:
+                        requires = True
+                        fn = a._grad_fn
+                        if fn is not None:
+                            nexts.append((fn, a._output_nr))
+                        else:
+                            nexts.append((a._grad_acc or _accumulator(a), 0))
+                        needs.append(True)
+                        continue
+                else:
+                    arrays.append(a)
+                nexts.append(None)
+                needs.append(False)
+        else:  # the path every op inside a backward pass takes
+            arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        if not requires:
             n = len(args)
             out = cls.forward(_NO_CTX[n] if n < 32 else _NoGradCtx(n), *arrays)
-            if type(out) is not np.ndarray:
+            if out.__class__ is not np.ndarray:
                 out = np.asarray(out)
-            t = wrap(out)
+            t = _new(Tensor)
+            t._data = out
+            t._requires_grad = False
+            t._grad_fn = None
             if _mode.inference:
                 t._inference = True
             elif cls.is_view:
                 _share_view(t, cls, args)
             return t
-        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-        node = _new_node(cls._node_cls, tuple(edge_of(a) if n else None
-                                              for a, n in zip(args, needs)), needs)
+        node = _new(cls._node_cls)
+        node._next = tuple(nexts)
+        node._seq = next(_seq)
+        node._saved = None
+        node.needs_input_grad = tuple(needs)
+        if anomaly.state.enabled:
+            node._trace = traceback.extract_stack()[:-2]
+            node._plain = False
         out = cls.forward(node, *arrays)
-        if type(out) is not np.ndarray:
-            out = np.asarray(out)
-        t = wrap(out)
+        if out.__class__ is not np.ndarray:
+            scalar, out = out, np.asarray(out)
+            if node._saved is not None:  # numpy returns 0-d results as scalars: a saved
+                # scalar that is the result must be saved as the output, not as a constant
+                node._saved = tuple(out if s is scalar else s for s in node._saved)
+        t = _new(Tensor)
+        t._data = out
         if out.dtype.kind != "f":  # integer and bool results are not differentiable
+            t._requires_grad = False
+            t._grad_fn = None
             return t
         t._requires_grad = True
         t._grad_fn = node
@@ -315,8 +347,50 @@ class Op(Function):
             _share_view(t, cls, args)
         saved = node._saved
         if saved is not None:
-            node._saved = tuple(_resolve_saved(s, args, arrays, out, t) for s in saved)
+            entries = []
+            for s in saved:
+                if s.__class__ is np.ndarray:
+                    for a in args:  # an input's array saves that input tensor
+                        if isinstance(a, Tensor) and a._data is s:
+                            if a._inference:
+                                _inference_saved_error()
+                            vc = a._vc
+                            entries.append((a, vc.value if vc is not None else 0))
+                            break
+                    else:
+                        entries.append(_resolve_other(s, out, t))
+                else:
+                    entries.append(_resolve_other(s, out, t))
+            node._saved = tuple(entries)
         return t
+
+
+def _accumulator(t: Tensor) -> AccumulateGrad:
+    acc = t._grad_acc = AccumulateGrad(t)
+    return acc
+
+
+def _inference_saved_error() -> None:
+    raise RuntimeError(
+        "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+        "inference mode in computation tracked by autograd. To work around this, you can make "
+        "a clone to get a normal tensor and use it in autograd, or use `gradlog.no_grad()` "
+        "instead of `gradlog.inference_mode()`.")
+
+
+def _resolve_other(s: Any, out: np.ndarray, t: Tensor) -> Any:
+    """A saved value that is not an input: the output, a tensor, a constant array, or a raw
+    Python value (kept as it is)."""
+    if s is out:
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = VersionCounter()
+        return (None, out, vc, vc.value, 0)
+    if isinstance(s, Tensor):
+        return saved_entry(s)
+    if isinstance(s, np.ndarray):
+        return (wrap(s), 0)
+    return s
 
 
 def _share_view(out: Tensor, cls: type, args: tuple) -> None:
@@ -334,28 +408,6 @@ def _share_view(out: Tensor, cls: type, args: tuple) -> None:
         else:
             out._base = src
             out._view_chain = ((cls, args[1:]),)
-
-
-def _resolve_saved(s: Any, args: tuple, arrays: list, out: np.ndarray, t: Tensor) -> Any:
-    if s is None:
-        return None
-    for a, arr in zip(args, arrays):
-        if s is arr and isinstance(a, Tensor):
-            if a._inference:
-                raise RuntimeError(
-                    "Inference tensors cannot be saved for backward. Please do not use Tensors "
-                    "created in inference mode in computation tracked by autograd. To work "
-                    "around this, you can make a clone to get a normal tensor and use it in "
-                    "autograd, or use `gradlog.no_grad()` instead of `gradlog.inference_mode()`.")
-            return _Saved(a)
-    if s is out:
-        vc = t._vc
-        if vc is None:
-            vc = t._vc = VersionCounter()
-        return (out, vc, vc.value, 0)
-    if isinstance(s, Tensor):
-        return _Saved(s)
-    return _Saved(wrap(np.asarray(s)))
 
 
 FunctionCtx = Node

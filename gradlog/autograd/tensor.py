@@ -313,6 +313,7 @@ class Tensor:
         node = self._grad_fn
         if node._retain is None:
             node._retain = {}
+            node._plain = False
         import weakref
         node._retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
@@ -332,6 +333,7 @@ class Tensor:
             if node is not None:  # non-leaf: the hooks belong to the node that made the tensor
                 if node._hooks_t is None:
                     node._hooks_t = {}
+                    node._plain = False
                 node._hooks_t[self._output_nr] = hooks
         return register(hooks, hook)
 

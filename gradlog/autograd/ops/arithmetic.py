@@ -25,14 +25,16 @@ class Add(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
+        ctx.shapes = (a.shape, b.shape if b.__class__ is np.ndarray else ())
         return a + b
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
         sa, sb = ctx.shapes
-        return (unbroadcast(g, sa) if na else None, unbroadcast(g, sb) if nb else None)
+        gs = g._data.shape
+        return ((g if gs == sa else unbroadcast(g, sa)) if na else None,
+                (g if gs == sb else unbroadcast(g, sb)) if nb else None)
 
 
 class Sub(Op):
@@ -59,15 +61,26 @@ class Mul(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.save_for_backward(a, b)
+        na, nb = ctx.needs_input_grad
+        ctx.save_for_backward(a if nb else None, b if na else None)  # only what is needed
+        ctx.shapes = (a.shape, b.shape if b.__class__ is np.ndarray else ())
         return a * b
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        return (unbroadcast(g * b, a._data.shape) if na else None,
-                unbroadcast(g * a, b._data.shape) if nb else None)
+        sa, sb = ctx.shapes
+        ga = gb = None
+        if na:
+            ga = g * b
+            if ga._data.shape != sa:
+                ga = unbroadcast(ga, sa)
+        if nb:
+            gb = g * a
+            if gb._data.shape != sb:
+                gb = unbroadcast(gb, sb)
+        return ga, gb
 
 
 class Div(Op):
@@ -76,7 +89,8 @@ class Div(Op):
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return a / b
+        with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, silently
+            return a / b
 
     @staticmethod
     def backward(ctx, g):
@@ -322,6 +336,18 @@ def remainder(input: Tensor, other: Any) -> Tensor:
     return wrap(np.asarray(np.mod(input._data, bd)))
 
 
+def _add_method(self: Tensor, other: Any) -> Tensor:
+    if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
+        return Add.apply(self, other)  # the common case, without the promotion checks
+    return binary(Add, self, other)
+
+
+def _mul_method(self: Tensor, other: Any) -> Tensor:
+    if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
+        return Mul.apply(self, other)
+    return binary(Mul, self, other)
+
+
 def _radd(self: Tensor, other: Any) -> Tensor:
     return binary(Add, self, other)
 
@@ -331,9 +357,9 @@ def _rmul(self: Tensor, other: Any) -> Tensor:
 
 
 TENSOR_METHODS = {
-    "add": add, "__add__": add, "__radd__": _radd,
+    "add": add, "__add__": _add_method, "__radd__": _radd,
     "sub": sub, "subtract": sub, "__sub__": sub, "__rsub__": lambda self, other: rsub(self, other),
-    "mul": mul, "multiply": mul, "__mul__": mul, "__rmul__": _rmul,
+    "mul": mul, "multiply": mul, "__mul__": _mul_method, "__rmul__": _rmul,
     "div": div, "divide": div, "true_divide": div, "__truediv__": div, "__rtruediv__": rdiv,
     "__floordiv__": floor_divide, "floor_divide": floor_divide,
     "__rfloordiv__": lambda self, other: floor_divide(tensor_operand(other, self), self),

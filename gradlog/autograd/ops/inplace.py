@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..function import Op, _NoGradCtx, _Saved
+from ..function import Op, _NoGradCtx
 from ..grad_mode import state as _mode
 from ..tensor import Tensor, wrap
 
@@ -65,7 +65,7 @@ def _compute(self: Tensor, graph: Any) -> Tensor:
                            f"broadcast shape {list(result._data.shape)}")
     node = result._grad_fn
     if node is not None and type(node._saved) is tuple:
-        if any(type(s) is _Saved and s.tensor is old for s in node._saved):
+        if any(type(s) is tuple and s[0] is old for s in node._saved):
             old._data = old._data.copy()  # the node needs the old value: keep it
     if result._data.dtype != self._data.dtype and not np.can_cast(
             result._data.dtype, self._data.dtype, "same_kind"):
@@ -95,8 +95,8 @@ def _rebase(self: Tensor, result: Tensor) -> None:
     saved = node._saved
     if type(saved) is tuple:
         vc = self._vc
-        node._saved = tuple((self._data, vc, vc.value, s[3]) if type(s) is tuple else s
-                            for s in saved)
+        node._saved = tuple((None, self._data, vc, vc.value, s[4])
+                            if type(s) is tuple and s[0] is None else s for s in saved)
 
 
 class CopySlices(Op):
