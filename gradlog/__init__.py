@@ -1,7 +1,7 @@
 """gradlog: a numpy autograd engine with PyTorch's API, hook registries, plugins and
 TensorBoard logging. This file only re-exports; nothing is defined here."""
 
-from . import autograd
+from . import autograd, data, optim
 from .autograd.creation import (
     arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal,
     ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm, tensor,
@@ -51,5 +51,6 @@ from .autograd.random import (
     Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, set_rng_state,
 )
 from .autograd.tensor import Size, Tensor
+from .serialization import load, save
 
 __version__ = "0.1.0"

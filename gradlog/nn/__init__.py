@@ -1,7 +1,7 @@
 """Neural-network building blocks with PyTorch's names: Module, Parameter, layers, losses,
 ``functional``, ``init`` and ``utils``."""
 
-from . import modules
+from . import modules, utils  # noqa: F401  (utils: clipping, parameter vectors)
 from .modules import *  # noqa: F403  (the layers; each module file lists its __all__)
 from .modules.module import Module
 from .parameter import Buffer, Parameter
