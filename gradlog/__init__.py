@@ -2,6 +2,7 @@
 TensorBoard logging. This file only re-exports; nothing is defined here."""
 
 from . import autograd, data, optim
+from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .autograd.creation import (
     arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, normal,
     ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like, randperm, tensor,

@@ -2,15 +2,22 @@
 
 from . import ops  # noqa: F401  (installs the Tensor methods)
 from .anomaly import (
-    detect_anomaly, is_anomaly_check_nan_enabled, is_anomaly_enabled, set_detect_anomaly,
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
 )
 from .engine import backward, grad, register_backward_end_hook
 from .function import Function, FunctionCtx
-from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .grad_mode import (
-    enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled, no_grad,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
     set_grad_enabled,
 )
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .tensor import Tensor
 
 __all__ = [

@@ -11,7 +11,7 @@ __all__ = [
 ]
 
 
-_PY_FLOAT = type(1.0)  # `float` is rebound below to the gradlog dtype, as torch.float is
+_PY_FLOAT = float  # `float` is rebound below to the gradlog dtype, as torch.float is
 
 
 class dtype:

@@ -95,7 +95,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     if inputs is not None:
         inputs = _as_tuple(inputs)
         if not inputs:
-            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         targets = {}
         for t, edge in zip(inputs, _input_edges(inputs)):
             targets[edge] = t
@@ -276,6 +276,9 @@ class _Pass:
                     if edge is None:
                         continue
                     child = edge[0]
+                    n = deps.get(child)
+                    if n is None:  # pruned (backward(inputs=...), grad): leads to no input
+                        continue
                     if g is not None:
                         buf = buffers.get(child)
                         if buf is None:
@@ -292,7 +295,7 @@ class _Pass:
                                 buf[edge[1]] = old + g
                             else:
                                 buf[edge[1]] = wrap(old._data + g._data)
-                    n = deps[child] - 1
+                    n -= 1
                     deps[child] = n
                     if n == 0:
                         if ready is not None:

@@ -6,8 +6,17 @@ names); they are installed on :class:`Tensor` here, in one place.
 
 from ..tensor import Tensor
 from . import (
-    activation, arithmetic, compare, conversion, indexing, inplace, join, linalg, reduction,
-    shape, unary,
+    activation,
+    arithmetic,
+    compare,
+    conversion,
+    indexing,
+    inplace,
+    join,
+    linalg,
+    reduction,
+    shape,
+    unary,
 )
 
 FAMILIES = (arithmetic, unary, activation, reduction, shape, join, indexing, linalg, compare,

@@ -67,7 +67,7 @@ class Hardtanh(Op):
 
     @staticmethod
     def forward(ctx, a, lo, hi):
-        ctx.save_for_backward(((a > lo) & (a < hi)))
+        ctx.save_for_backward((a > lo) & (a < hi))
         return np.clip(a, lo, hi)
 
     @staticmethod
@@ -229,8 +229,24 @@ def silu(input: Tensor) -> Tensor:
     return input * sigmoid(input)
 
 
+class LogSigmoid(Op):
+    """``log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|))``: exact for large |x| of either sign."""
+
+    node_name = "LogSigmoidBackward0"
+
+    @staticmethod
+    def forward(ctx, a):
+        ctx.save_for_backward(a)
+        return np.minimum(a, 0) - np.log1p(np.exp(-np.abs(a)))
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return g * (-a).sigmoid()
+
+
 def logsigmoid(input: Tensor) -> Tensor:
-    return -softplus(-input)
+    return LogSigmoid.apply(as_float(input))
 
 
 def softmax(input: Tensor, dim: Any = None, _stacklevel: int = 3, dtype: Any = None) -> Tensor:

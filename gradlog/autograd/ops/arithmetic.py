@@ -9,7 +9,12 @@ import numpy as np
 from ..function import Op
 from ..tensor import Tensor
 from ._util import (
-    as_float, is_number, result_dtype, scalar_result_dtype, tensor_operand, unbroadcast,
+    as_float,
+    is_number,
+    result_dtype,
+    scalar_result_dtype,
+    tensor_operand,
+    unbroadcast,
 )
 
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow",

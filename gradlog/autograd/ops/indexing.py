@@ -65,6 +65,8 @@ class BasicIndex(Op):
     @staticmethod
     def forward(ctx, a, idx):
         ctx.idx, ctx.shape = idx, a.shape
+        if not any(i is Ellipsis for i in idx):
+            idx = idx + (Ellipsis,)  # so that `x[0]` of a 1-D array is a 0-d view, not a copy
         return _index(a, idx)
 
     @staticmethod

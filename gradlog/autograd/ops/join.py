@@ -65,7 +65,7 @@ class Select(Op):
     @staticmethod
     def forward(ctx, a, d, i):
         ctx.in_shape, ctx.d, ctx.i = a.shape, d, i
-        return a[(slice(None),) * d + (i,)]
+        return a[(slice(None),) * d + (i, Ellipsis)]  # Ellipsis: a 0-d result is still a view
 
     @staticmethod
     def backward(ctx, g):

@@ -111,14 +111,14 @@ def _rmatmul(self: Tensor, other: Any) -> Tensor:
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     if input._data.ndim != 2 or mat2._data.ndim != 2:
-        raise RuntimeError(f"self must be a matrix" if input._data.ndim != 2
+        raise RuntimeError("self must be a matrix" if input._data.ndim != 2
                            else "mat2 must be a matrix")
     return matmul(input, mat2)
 
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     if input._data.ndim != 3 or mat2._data.ndim != 3:
-        raise RuntimeError(f"batch1 must be a 3D tensor" if input._data.ndim != 3
+        raise RuntimeError("batch1 must be a 3D tensor" if input._data.ndim != 3
                            else "batch2 must be a 3D tensor")
     if input._data.shape[0] != mat2._data.shape[0]:
         raise RuntimeError(f"batch1 and batch2 must have same number of batches, got "

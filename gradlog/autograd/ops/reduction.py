@@ -315,16 +315,16 @@ class Norm2(Op):
 
     @staticmethod
     def forward(ctx, a, dims, keepdim):
-        out = np.sqrt(np.sum(a * a, axis=dims, keepdims=True))
+        out = np.sqrt(np.sum(a * a, axis=dims, keepdims=keepdim))
         ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
-        ctx.save_for_backward(a, out)
-        return out if keepdim else out.reshape(
-            tuple(s for i, s in enumerate(a.shape) if i not in dims))
+        ctx.save_for_backward(a, out)  # the output itself, so double backward sees it vary
+        return out
 
     @staticmethod
     def backward(ctx, g):
         a, out = ctx.saved_tensors
         g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        out = _expand_back(out, ctx.in_shape, ctx.dims, ctx.keepdim)
         safe = out.where(out._data != 0, 1.0) if (out._data == 0).any() else out
         return g * a / safe, None, None
 
@@ -356,36 +356,33 @@ class Prod(Op):
 
     @staticmethod
     def forward(ctx, a, d, keepdim):
-        ctx.save_for_backward(a)
         ctx.d, ctx.keepdim, ctx.in_shape = d, keepdim, a.shape
-        if d is None:
-            return np.prod(a)
-        return np.prod(a, axis=d, keepdims=keepdim)
+        out = np.prod(a) if d is None else np.prod(a, axis=d, keepdims=keepdim)
+        ctx.save_for_backward(a, out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
-        (a,) = ctx.saved_tensors
-        x = a._data
-        d = ctx.d
+        a, out = ctx.saved_tensors
+        d, shape = ctx.d, ctx.in_shape
+        dims = tuple(range(len(shape))) if d is None else (d,)
+        keepdim = ctx.keepdim and d is not None
+        g = _expand_back(g, shape, dims, keepdim)
+        if not (a._data == 0).any():
+            return g * _expand_back(out, shape, dims, keepdim) / a, None, None
         if d is None:
-            flat = x.reshape(-1)
-            others = _exclusive_prod(flat, 0).reshape(x.shape)
-            return g * wrap(others), None, None
-        others = wrap(_exclusive_prod(x, d))
-        if not ctx.keepdim:
-            g = g.unsqueeze(d)
-        return g.expand(ctx.in_shape) * others, None, None
+            return g * _prod_of_others(a.reshape(-1), 0).reshape(shape), None, None
+        return g * _prod_of_others(a, d), None, None
 
 
-def _exclusive_prod(x: np.ndarray, d: int) -> np.ndarray:
-    """Product of all other elements along ``d`` for each element (exact with zeros)."""
-    ones_shape = list(x.shape)
-    ones_shape[d] = 1
-    one = np.ones(ones_shape, dtype=x.dtype)
-    left = np.cumprod(np.concatenate([one, x], axis=d), axis=d)
-    right = np.flip(np.cumprod(np.flip(np.concatenate([x, one], axis=d), d), axis=d), d)
-    n = x.shape[d]
-    return np.take(left, range(n), axis=d) * np.take(right, range(1, n + 1), axis=d)
+def _prod_of_others(a: Tensor, d: int) -> Tensor:
+    """For each element, the product of the other elements along ``d`` (exact with zeros, and
+    differentiable: row i of an (n, n) stack is ``a`` with element i replaced by 1)."""
+    shape = a._data.shape
+    n = shape[d]
+    rows = a.unsqueeze(d).expand(shape[:d] + (n,) + shape[d:])
+    eye = np.eye(n, dtype=bool).reshape((1,) * d + (n, n) + (1,) * (len(shape) - d - 1))
+    return rows.where(~eye, 1.0).prod(d + 1)
 
 
 def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *,

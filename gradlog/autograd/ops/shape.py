@@ -176,9 +176,26 @@ def t(input: Tensor) -> Tensor:
 
 
 def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
+    """Move the dimensions ``source`` to the positions ``destination``; the others keep their
+    order."""
     n = input._data.ndim
-    order = list(np.moveaxis(np.arange(n), source, destination))
-    return permute(input, tuple(int(i) for i in order))
+    src = (source,) if isinstance(source, (int, np.integer)) else tuple(source)
+    dst = (destination,) if isinstance(destination, (int, np.integer)) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({list(src)} "
+                           f"dims) should contain the same number of dims as destination "
+                           f"({list(dst)} dims)")
+    src = tuple(_wrap_dim(d, n) for d in src)
+    dst = tuple(_wrap_dim(d, n) for d in dst)
+    if len(set(src)) != len(src):
+        raise RuntimeError("movedim: repeated dim in `source` " f"({list(src)})")
+    if len(set(dst)) != len(dst):
+        raise RuntimeError("movedim: repeated dim in `destination` " f"({list(dst)})")
+    order: list = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(n) if i not in src)
+    return permute(input, tuple(o if o is not None else next(rest) for o in order))
 
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
