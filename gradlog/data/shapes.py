@@ -13,11 +13,11 @@ Two choices keep the task honest:
 * objects are drawn with hard edges, so a mask covers exactly the pixels of its object.
 
 Generation is vectorised per class (all objects of one class are rasterised at once on a
-coordinate grid), so 10,000 images of 32x32 take a fraction of a second.
+coordinate grid, and placement works on all images at once), so 10,000 images of 32x32 take a
+fraction of a second.
 """
 
 import math
-import operator
 from collections.abc import Sequence
 
 import numpy as np
@@ -32,24 +32,16 @@ _TRIANGLE_RADIUS = math.sqrt(4 * math.pi / (3 * math.sqrt(3)))  # 3 sqrt(3) R^2 
 _CROSS_ARM = math.sqrt(9 * math.pi / 20)  # arm L, bar half-width L/3: area 20 L^2 / 9
 _CROSS_BAR = _CROSS_ARM / 3
 
-# Radius of each shape's circumscribed circle, per unit of scale: placement keeps this circle
-# inside the image (so no shape is ever cut off) and, with two objects, apart from the other's.
-_CIRCUMRADIUS = {
-    "circle": 1.0,
-    "square": _SQUARE_HALF_SIDE * math.sqrt(2),
-    "triangle": _TRIANGLE_RADIUS,
-    "cross": math.hypot(_CROSS_ARM, _CROSS_BAR),
-}
-
-# Scale (equal-area radius) as a fraction of the image size: 4.5-8 px at size 32 for one object,
-# 3.2-5.1 px for two, which must fit side by side with a margin.
-_SCALE_RANGE = {1: (0.14, 0.25), 2: (0.10, 0.16)}
-_MAX_TILT = math.radians(15)  # squares, triangles and crosses are tilted by at most this much
-_INTENSITY_RANGE = (0.55, 1.0)
+# Scale (equal-area radius) as a fraction of the image size, the same with one or two objects
+# so that a model trained on single shapes sees familiar sizes in two-object probes.
+_SCALE_RANGE = (0.12, 0.20)
+_MAX_TILT = math.radians(10)  # squares, triangles and crosses are tilted by at most this much
+_INTENSITY_RANGE = (0.6, 1.0)
 _BACKGROUND_LEVEL = (0.0, 0.15)
 _GRADIENT_AMPLITUDE = (0.0, 0.15)
-_NOISE_SIGMA = (0.03, 0.08)
-_BORDER = 1.0  # pixels kept free around every shape's circumscribed circle
+_NOISE_SIGMA = (0.02, 0.06)
+_BORDER = 1.0  # pixels kept free between every shape and the image edge
+_PAIR_TRIES = 16  # candidate positions per round for a pair of shapes
 _MAX_PLACEMENT_ROUNDS = 1000
 
 
@@ -61,8 +53,11 @@ class Shapes:
         size: image height and width in pixels (at least 16); shape scale follows it.
         classes: names of the classes, a subset of ``circle, square, triangle, cross``; label
             ``k`` means ``classes[k]``.
-        objects: 1, or 2 for two shapes of different classes per image, separated by a margin
-            wider than a cell of a 1/4-resolution map (no such cell touches both objects).
+        objects: 1, or 2 for two shapes of different classes per image, more than
+            ``3 * sqrt(2) * size / 32`` pixels apart: at size 32, no 4x4 cell of a
+            1/4-resolution map (such as a Grad-CAM map after two 2x poolings) holds pixels of
+            both. Scales are drawn from the same range in both cases, so a model trained on
+            single shapes meets familiar sizes in two-object images.
         seed: seed of the ``numpy.random.PCG64`` generator that draws everything.
 
     Attributes:
@@ -92,8 +87,7 @@ class Shapes:
 
         rng = np.random.Generator(np.random.PCG64(seed))
         kinds = _draw_labels(rng, n, self.num_classes, objects)
-        scale, centers = _place(rng, kinds, self.classes, size, objects)
-        angle = rng.uniform(-_MAX_TILT, _MAX_TILT, size=kinds.shape)
+        scale, angle, centers = _place(rng, kinds, self.classes, size)
         intensity = rng.uniform(*_INTENSITY_RANGE, size=kinds.shape)
         self.masks = _rasterize(kinds, self.classes, scale, centers, angle, size)
         self.images = _compose(rng, self.masks, intensity)[:, None]
@@ -102,14 +96,13 @@ class Shapes:
     def __len__(self) -> int:
         return len(self.images)
 
-    def __getitem__(self, index: int) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
-        """Return ``(image, label)``: a (1, size, size) float32 view and an int64 scalar (or a
-        (2,) array with ``objects=2``), like a ``TensorDataset`` item."""
-        i = operator.index(index)
-        n = len(self.images)
-        if not -n <= i < n:
-            raise IndexError(f"index {i} is out of range for Shapes of length {n}")
-        return self.images[i], self.labels[i]
+    def __getitem__(
+        self, index: int | slice | NDArray[np.integer]
+    ) -> tuple[NDArray[np.float32], NDArray[np.int64]]:
+        """Return ``(image, label)`` as ``TensorDataset`` does: for an int, a (1, size, size)
+        float32 view and an int64 scalar (a (2,) array with ``objects=2``); a slice or an index
+        array gives the batch of both, so a loader can fetch a batch in one call."""
+        return self.images[index], self.labels[index]
 
     def __repr__(self) -> str:
         return (
@@ -168,43 +161,117 @@ def _draw_labels(rng: np.random.Generator, n: int, k: int, objects: int) -> NDAr
 
 
 def _place(
-    rng: np.random.Generator,
-    kinds: NDArray[np.int64],
-    classes: tuple[str, ...],
-    size: int,
-    objects: int,
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """Draw scales (n, objects) and centres (n, objects, 2) so every shape fits in the image
-    and, with two objects, the circumscribed circles are at least the margin apart.
+    rng: np.random.Generator, kinds: NDArray[np.int64], classes: tuple[str, ...], size: int
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+    """Draw scale and tilt (n, objects) and centres (n, objects, 2) such that every shape lies
+    inside the image with a border and, with two objects, they are more than the margin apart.
 
-    Rows that violate the margin are redrawn (scale included, since two large shapes may not
-    fit side by side at all) until none is left; each round redraws only the failing rows.
+    Each centre is uniform over the positions where the shape's exact bounding box fits; a pair
+    is uniform over the positions that also keep the margin (the first of several independent
+    tries that does). When no try does, scale and tilt are redrawn as well, since two large
+    shapes may not fit side by side at all; each round redraws only the images still unplaced.
     """
-    factor = np.array([_CIRCUMRADIUS[c] for c in classes])[kinds]
-    low, high = _SCALE_RANGE[objects]
-    scale = np.empty(kinds.shape)
-    centers = np.empty((*kinds.shape, 2))
-    margin = _margin(size)
-    todo = np.arange(len(kinds))
+    n, objects = kinds.shape
+    scale, angle = np.empty(kinds.shape), np.empty(kinds.shape)
+    centers = np.empty((n, objects, 2))
+    todo = np.arange(n)
     for _ in range(_MAX_PLACEMENT_ROUNDS):
-        if len(todo) == 0:
-            return scale, centers
-        scale[todo] = rng.uniform(low * size, high * size, size=(len(todo), objects))
-        reach = (factor[todo] * scale[todo] + _BORDER)[..., None]
-        centers[todo] = rng.uniform(reach, size - reach, size=(len(todo), objects, 2))
+        shape = (len(todo), objects)
+        scale[todo] = rng.uniform(_SCALE_RANGE[0] * size, _SCALE_RANGE[1] * size, size=shape)
+        angle[todo] = rng.uniform(-_MAX_TILT, _MAX_TILT, size=shape)
+        geometry = (kinds[todo], classes, scale[todo], angle[todo])
+        low, high = _center_bounds(*geometry, size)
         if objects == 1:
-            todo = todo[:0]
-            continue
-        gap = np.linalg.norm(centers[todo, 0] - centers[todo, 1], axis=-1)
-        needed = (factor[todo] * scale[todo]).sum(axis=1) + margin
-        todo = todo[gap < needed]
+            centers[todo] = rng.uniform(low, high)
+            return scale, angle, centers
+        tries = rng.uniform(low[:, None], high[:, None], size=(len(todo), _PAIR_TRIES, 2, 2))
+        repeated = (np.repeat(a, _PAIR_TRIES, axis=0) for a in (geometry[0], *geometry[2:]))
+        kinds_r, scale_r, angle_r = repeated
+        ok = _separated(kinds_r, classes, scale_r, angle_r, tries.reshape(-1, 2, 2), size)
+        ok = ok.reshape(len(todo), _PAIR_TRIES)
+        found = ok.any(axis=1)
+        centers[todo[found]] = tries[found, ok[found].argmax(axis=1)]
+        todo = todo[~found]
+        if len(todo) == 0:
+            return scale, angle, centers
     raise AssertionError(f"placement did not converge: {len(todo)} images left")
 
 
+def _center_bounds(
+    kinds: NDArray[np.int64],
+    classes: tuple[str, ...],
+    scale: NDArray[np.float64],
+    angle: NDArray[np.float64],
+    size: int,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Lowest and highest (x, y) centre, (m, objects, 2), that keep each shape's exact bounding
+    box (its extents towards +x, +y, -x, -y) at least the border away from the image edge."""
+    right, down, left, up = (
+        _support(kinds, classes, scale, angle, d * math.pi / 2) for d in range(4)
+    )
+    low = np.stack([left, up], axis=-1) + _BORDER
+    high = size - _BORDER - np.stack([right, down], axis=-1)
+    return low, high
+
+
+def _separated(
+    kinds: NDArray[np.int64],
+    classes: tuple[str, ...],
+    scale: NDArray[np.float64],
+    angle: NDArray[np.float64],
+    centers: NDArray[np.float64],
+    size: int,
+) -> NDArray[np.bool_]:
+    """Whether the two shapes of each image are certainly more than the margin apart.
+
+    For unit d from centre 1 to centre 2, every point a of shape 1 and b of shape 2 satisfy
+    |b - a| >= <b - a, d> >= |c2 - c1| - h1(d) - h2(-d), with h the support function (extent
+    along a direction); a lower bound that is tight for convex shapes facing each other.
+    """
+    offset = centers[:, 1] - centers[:, 0]
+    distance = np.hypot(offset[:, 0], offset[:, 1])
+    towards = np.arctan2(offset[:, 1], offset[:, 0])[:, None] + np.array([0.0, math.pi])
+    reach = _support(kinds, classes, scale, angle, towards).sum(axis=1)
+    return distance - reach > _margin(size)
+
+
+def _support(
+    kinds: NDArray[np.int64],
+    classes: tuple[str, ...],
+    scale: NDArray[np.float64],
+    angle: NDArray[np.float64],
+    direction: float | NDArray[np.float64],
+) -> NDArray[np.float64]:
+    """Extent of each shape from its centre along the image direction ``direction`` (radians,
+    y pointing down): max <p - centre, (cos, sin)> over the shape's points p."""
+    phi = np.broadcast_to(direction - angle, kinds.shape)  # the direction in the shape's frame
+    out = np.empty(kinds.shape)
+    for k, name in enumerate(classes):
+        hit = kinds == k
+        out[hit] = scale[hit] * _unit_support(name, np.cos(phi[hit]), np.sin(phi[hit]))
+    return out
+
+
+def _unit_support(name: str, c: NDArray, s: NDArray) -> NDArray:
+    """Support function of the unit-scale shape along (c, s); convex hull vertices for cross."""
+    if name == "circle":
+        return np.ones_like(c)
+    if name == "square":
+        return _SQUARE_HALF_SIDE * (np.abs(c) + np.abs(s))
+    if name == "triangle":  # vertices (0, -R) and (+-R sqrt(3)/2, R/2)
+        half = math.sqrt(3) / 2
+        return _TRIANGLE_RADIUS * np.maximum.reduce([-s, half * c + s / 2, s / 2 - half * c])
+    if name == "cross":  # hull vertices (+-L, +-t) and (+-t, +-L)
+        ac, as_ = np.abs(c), np.abs(s)
+        return np.maximum(_CROSS_ARM * ac + _CROSS_BAR * as_, _CROSS_BAR * ac + _CROSS_ARM * as_)
+    raise AssertionError(f"no geometry for class {name!r}")
+
+
 def _margin(size: int) -> float:
-    """Minimum distance between two objects' pixels: more than the diagonal of a cell of a
-    1/4-resolution map (``size / 8`` pixels wide), so no such cell sees both objects."""
-    return math.sqrt(2) * size / 8
+    """Minimum distance between the pixels of two objects, proportional to the image like the
+    shapes. At size 32 a cell of a 1/4-resolution map covers 4x4 pixels whose centres are at most
+    3 sqrt(2) apart, so the wider gap means no such cell holds pixels of both objects."""
+    return 3 * math.sqrt(2) * size / 32
 
 
 def _rasterize(
