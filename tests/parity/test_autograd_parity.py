@@ -255,6 +255,11 @@ def leaf_inplace_errors(L, log):
     log.append(raised(lambda: x.add_(1)))
     log.append(raised(lambda: x[0].mul_(2)))
     log.append(raised(lambda: x.zero_()))
+    log.append(raised(lambda: x.__setitem__(slice(1, None), 0)))
+    log.append(raised(lambda: x.__setitem__(0, 0)))
+    log.append(raised(lambda: x.__setitem__([0], 0)))
+    log.append(raised(lambda: x.__setitem__(x > 1, 0)))
+    log.append(x)
 
 
 def version_counters(L, log):

@@ -143,7 +143,11 @@ class IndexPut(Op):
 
 def setitem(self: Tensor, index: Any, value: Any) -> None:
     """``self[index] = value`` as an in-place op (version bump; graph when needed)."""
-    idx, _ = convert_index(index)
+    idx, advanced = convert_index(index)
+    if not advanced and self._requires_grad and self._grad_fn is None and _mode.grad_enabled:
+        # PyTorch writes a basic index through a view of the leaf, hence its message
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
+                           "in-place operation.")
     raw = value._data if isinstance(value, Tensor) else value
 
     def fast(a: np.ndarray) -> None:
