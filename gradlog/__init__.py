@@ -53,5 +53,14 @@ from .autograd.random import (
 )
 from .autograd.tensor import Size, Tensor
 from .serialization import load, save
+from . import data, nn, optim  # noqa: E402, I001  (after the tensor API they build on)
+from .plugin.watch import watch  # noqa: E402
+
+def __getattr__(name: str):
+    # The TensorBoard writer is imported on first use: `import gradlog` stays light.
+    if name == "tensorboard":
+        import importlib
+        return importlib.import_module(".tensorboard", __name__)
+    raise AttributeError(f"module 'gradlog' has no attribute {name!r}")
 
 __version__ = "0.1.0"

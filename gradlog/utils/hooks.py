@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["HookRegistry", "RemovableHandle", "register"]
+__all__ = ["HookRegistry", "RemovableHandle", "register", "count_hooks"]
 
 _ids = itertools.count()
 
@@ -72,3 +72,24 @@ def register(registry: HookRegistry, hook: Any, *, prepend: bool = False,
     if prepend:
         registry.move_to_end(handle.id, last=False)
     return handle
+
+
+_MODULE_REGISTRIES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks",
+                      "_backward_hooks")
+_TENSOR_REGISTRIES = ("_hooks", "_post_hooks")
+_OPTIMIZER_REGISTRIES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
+
+
+def count_hooks(model: Any = None, optimizer: Any = None, tensors: Any = ()) -> int:
+    """How many hooks are registered on ``model`` (its modules and parameters), on
+    ``optimizer`` and on ``tensors``: the leak check used by tests and ``PluginHarness``."""
+    total = 0
+    if model is not None:
+        for m in model.modules():
+            total += sum(len(getattr(m, name, None) or ()) for name in _MODULE_REGISTRIES)
+        tensors = [*model.parameters(), *tensors]
+    for t in tensors:
+        total += sum(len(getattr(t, name, None) or ()) for name in _TENSOR_REGISTRIES)
+    if optimizer is not None:
+        total += sum(len(getattr(optimizer, name, None) or ()) for name in _OPTIMIZER_REGISTRIES)
+    return total

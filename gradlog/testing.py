@@ -1,0 +1,179 @@
+"""``PluginHarness``: test a plugin in three lines, on a tiny model with an in-memory writer.
+
+    h = PluginHarness(MyPlugin, every=2)
+    h.run(steps=4)
+    assert h.scalars("my-plugin/loss").steps == [0, 2]
+    assert h.handles_left() == 0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["PluginHarness", "MemoryWriter", "Series"]
+
+
+@dataclass
+class Series:
+    """The points logged under one tag, in logging order."""
+
+    steps: list = field(default_factory=list)
+    values: list = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+class MemoryWriter:
+    """A SummaryWriter stand-in that keeps everything in memory (same ``add_*`` methods)."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str, int, Any]] = []
+        self.closed = False
+
+    def _add(self, kind: str, tag: str, value: Any, step: Any) -> None:
+        self.records.append((kind, tag, int(step or 0), value))
+
+    def add_scalar(self, tag: str, value: Any, global_step: Any = None, **_: Any) -> None:
+        self._add("scalar", tag, float(np.asarray(value)), global_step)
+
+    def add_histogram(self, tag: str, values: Any, global_step: Any = None, **_: Any) -> None:
+        self._add("histogram", tag, np.array(values, dtype=np.float64).reshape(-1), global_step)
+
+    def add_image(self, tag: str, img: Any, global_step: Any = None, **kwargs: Any) -> None:
+        self._add("image", tag, np.array(img), global_step)
+
+    def add_images(self, tag: str, imgs: Any, global_step: Any = None, **kwargs: Any) -> None:
+        self._add("images", tag, np.array(imgs), global_step)
+
+    def add_text(self, tag: str, text: str, global_step: Any = None, **_: Any) -> None:
+        self._add("text", tag, text, global_step)
+
+    def add_hparams(self, hparam_dict: dict, metric_dict: dict, **_: Any) -> None:
+        self._add("hparams", "hparams", (dict(hparam_dict), dict(metric_dict)), 0)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
+
+    def series(self, kind: str, tag: str) -> Series:
+        s = Series()
+        for k, t, step, value in self.records:
+            if k == kind and t == tag:
+                s.steps.append(step)
+                s.values.append(value)
+        return s
+
+    def tags(self, kind: str | None = None) -> list[str]:
+        return sorted({t for k, t, _, _ in self.records if kind is None or k == kind})
+
+
+def tiny_model() -> Any:
+    """A 4-class CNN on 16x16 single-channel images (a Conv2d for layer-probing plugins)."""
+    from . import nn
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+
+
+class PluginHarness:
+    """Run one plugin for a few steps on a tiny model (or yours), strict by default.
+
+    ``PluginHarness(PluginClass_or_instance, model=None, optimizer=None, data=None,
+    strict=True, seed=0, probe_sets=None, **options)``; then ``run(steps, epochs=1)`` and
+    read what was logged with ``scalars(tag)``, ``histograms(tag)``, ``images(tag)``,
+    ``texts(tag)``, ``tags()``; ``handles_left()`` counts hooks still registered.
+    """
+
+    def __init__(self, plugin: Any, *, model: Any = None, optimizer: Any = None,
+                 data: Any = None, loss_fn: Any = None, strict: bool = True, seed: int = 0,
+                 probe_sets: dict | None = None, plugins: Any = (), **options: Any) -> None:
+        import gradlog as gl
+        from gradlog import nn, optim
+        from gradlog.data import DataLoader, Shapes, TensorDataset
+        gl.manual_seed(seed)
+        self.plugin = plugin(**options) if isinstance(plugin, type) else plugin
+        self.model = model if model is not None else tiny_model()
+        self.optimizer = optimizer if optimizer is not None else optim.SGD(
+            self.model.parameters(), lr=0.05, momentum=0.9)
+        self.loss_fn = loss_fn or nn.CrossEntropyLoss()
+        if data is None:
+            shapes = Shapes(64, size=16, seed=seed)
+            data = DataLoader(TensorDataset(gl.from_numpy(shapes.images),
+                                            gl.from_numpy(shapes.labels)),
+                              batch_size=16, shuffle=True,
+                              generator=gl.Generator().manual_seed(seed))
+            two = Shapes(16, size=16, objects=2, seed=seed + 1)
+            probe_sets = probe_sets or {
+                "probe": {"images": gl.from_numpy(shapes.images[:4]),
+                          "labels": gl.from_numpy(shapes.labels[:4])},
+                "two_object": {"images": gl.from_numpy(two.images),
+                               "labels": gl.from_numpy(two.labels), "masks": two.masks},
+                "validation": {"images": gl.from_numpy(shapes.images),
+                               "labels": gl.from_numpy(shapes.labels)}}
+        self.data = data
+        self.writer = MemoryWriter()
+        self.losses: list[float] = []
+        from gradlog.plugin import Run
+        self.run_obj = Run(self.model, self.optimizer, self.writer,
+                           plugins=[*plugins, self.plugin], strict=strict,
+                           probe_sets=probe_sets or {}, seed=seed, auto_batches=False)
+
+    def run(self, steps: int, epochs: int = 1) -> PluginHarness:
+        """Train ``steps`` batches per epoch for ``epochs`` epochs, firing every event."""
+        from gradlog.train import _accuracy
+        run = self.run_obj
+        run.start()
+        try:
+            for _ in range(epochs):
+                run.epoch_start()
+                done = 0
+                while done < steps:
+                    for batch in self.data:
+                        if done == steps:
+                            break
+                        x, y = run.begin_batch(batch)
+                        self.optimizer.zero_grad()
+                        out = self.model(x)
+                        loss = self.loss_fn(out, y)
+                        loss.backward()
+                        self.optimizer.step()
+                        self.losses.append(float(loss.item()))
+                        metrics = {"train/loss": self.losses[-1]}
+                        acc = _accuracy(out, y)
+                        if acc is not None:
+                            metrics["train/acc"] = acc
+                        run.end_batch(metrics)
+                        done += 1
+                run.validation_end({"val/loss": self.losses[-1]}, log=False)
+                run.epoch_end()
+        except BaseException as exc:
+            run.finish(error=exc)
+            raise
+        run.finish()
+        return self
+
+    def scalars(self, tag: str) -> Series:
+        return self.writer.series("scalar", tag)
+
+    def histograms(self, tag: str) -> Series:
+        return self.writer.series("histogram", tag)
+
+    def images(self, tag: str) -> Series:
+        return self.writer.series("image", tag)
+
+    def texts(self, tag: str) -> Series:
+        return self.writer.series("text", tag)
+
+    def tags(self, kind: str | None = None) -> list[str]:
+        return self.writer.tags(kind)
+
+    def handles_left(self) -> int:
+        """Hooks still registered by the plugins and the framework (0 after ``run``)."""
+        from gradlog.utils.hooks import count_hooks
+        return self.run_obj.handles_left() + count_hooks(self.model, self.optimizer)
