@@ -98,6 +98,13 @@ def _encode(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     """The manifest node of ``obj``; arrays go into ``arrays`` under fresh entry names."""
     if obj is None:
         return {"t": "none"}
+    if isinstance(obj, (np.ndarray, np.generic)):  # first: np.float64 is also a float
+        arr = np.asarray(obj)
+        if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
+            raise TypeError(f"{path}: unsupported numpy dtype {arr.dtype} (object and structured "
+                            "arrays would need pickle)")
+        kind = "ndarray" if isinstance(obj, np.ndarray) else "npscalar"
+        return {"t": kind, "e": _add(arrays, arr)}
     if isinstance(obj, bool):
         return {"t": "bool", "v": obj}
     if isinstance(obj, int):
@@ -107,20 +114,13 @@ def _encode(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(obj, str):
         return {"t": "str", "v": obj}
     if isinstance(obj, Tensor):
-        node = {"t": "tensor", "e": _add(arrays, np.ascontiguousarray(obj._data))}
+        node = {"t": "tensor", "e": _add(arrays, obj._data)}
         if obj.requires_grad:
             node["rg"] = True
         from .nn.parameter import Parameter  # a Parameter stays a Parameter, as in PyTorch
         if isinstance(obj, Parameter):
             node["param"] = True
         return node
-    if isinstance(obj, (np.ndarray, np.generic)):
-        arr = np.asarray(obj)
-        if arr.dtype.kind not in _ARRAY_KINDS or arr.dtype.fields is not None:
-            raise TypeError(f"{path}: unsupported numpy dtype {arr.dtype} (object and structured "
-                            "arrays would need pickle)")
-        kind = "ndarray" if isinstance(obj, np.ndarray) else "npscalar"
-        return {"t": kind, "e": _add(arrays, arr)}
     if isinstance(obj, dict):
         items = []
         for key, value in obj.items():
