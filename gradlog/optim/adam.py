@@ -110,9 +110,12 @@ class Adam(Optimizer):
                 if amsgrad:
                     max_sq = state["max_exp_avg_sq"]
                     max_sq.copy_(maximum(max_sq, exp_avg_sq))
-                    denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                    second = max_sq
                 else:
-                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                    second = exp_avg_sq
+                # in place on the fresh sqrt: the same values as an out-of-place division,
+                # one temporary and one op less per parameter
+                denom = second.sqrt().div_(bias_correction2_sqrt).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-step_size)
         return loss
 
