@@ -50,6 +50,17 @@ def result_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
     return np.promote_types(da, db)
 
 
+def promote_dtypes(a: np.dtype, b: np.dtype) -> np.dtype:
+    """PyTorch's promotion of two dimensioned operands' dtypes: the higher category wins
+    (bool < int < float: int64 with float32 is float32), else the wider type."""
+    if a == b:
+        return a
+    ca, cb = _CATEGORY.get(a.kind, 2), _CATEGORY.get(b.kind, 2)
+    if ca != cb:
+        return a if ca > cb else b
+    return np.promote_types(a, b)
+
+
 def scalar_result_dtype(t: np.ndarray, value: Any) -> np.dtype:
     """dtype of ``tensor op python_number``: the tensor's, unless the number is of a higher
     category (an int tensor with a float gives the default float dtype)."""
@@ -67,6 +78,12 @@ def scalar_result_dtype(t: np.ndarray, value: Any) -> np.dtype:
 
 def is_number(x: Any) -> bool:
     return isinstance(x, (int, float, np.number, np.bool_, bool)) and not isinstance(x, Tensor)
+
+
+def python_scalar(x: Any) -> Any:
+    """A numpy scalar as the Python number it holds: numpy types its scalars (NEP 50), so
+    ``float32_array * np.float64(2)`` would be float64; PyTorch treats them as Python numbers."""
+    return x.item() if isinstance(x, np.generic) else x
 
 
 def as_float(t: Tensor) -> Tensor:

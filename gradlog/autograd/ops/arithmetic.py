@@ -6,11 +6,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes
 from ..function import Op
 from ..tensor import Tensor
 from ._util import (
     as_float,
     is_number,
+    python_scalar,
     result_dtype,
     scalar_result_dtype,
     tensor_operand,
@@ -203,7 +205,7 @@ def binary(op: type, a: Any, b: Any) -> Tensor:
         dt = scalar_result_dtype(a._data, b)
         if dt != a._data.dtype:
             a = a.to(dt)
-        return op.apply(a, b)
+        return op.apply(a, python_scalar(b))
     return binary(op, a, tensor_operand(b, a))
 
 
@@ -217,8 +219,20 @@ def add(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     return binary(Add, input, other)
 
 
+_BOOL_SUB = ("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+             "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _refuse_bool(a: Any, b: Any) -> None:
+    for x in (a, b):
+        if (isinstance(x, Tensor) and x._data.dtype == np.bool_) or isinstance(x, (bool,
+                                                                                  np.bool_)):
+            raise RuntimeError(_BOOL_SUB)
+
+
 def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
     """``input - alpha * other``."""
+    _refuse_bool(input, other)
     if alpha != 1:
         other = other * alpha
     if not isinstance(input, Tensor):
@@ -228,6 +242,7 @@ def sub(input: Any, other: Any, *, alpha: Any = 1) -> Tensor:
 
 def rsub(input: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     """``other - alpha * input``."""
+    _refuse_bool(input, other)
     if alpha != 1:
         input = input * alpha
     if isinstance(other, Tensor):
@@ -235,7 +250,7 @@ def rsub(input: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
     dt = scalar_result_dtype(input._data, other)
     if dt != input._data.dtype:
         input = input.to(dt)
-    return Rsub.apply(other, input)
+    return Rsub.apply(python_scalar(other), input)
 
 
 def mul(input: Any, other: Any) -> Tensor:
@@ -252,10 +267,18 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         input = tensor_operand(input, None)
     if rounding_mode is not None:
         return _rounded_div(input, other, rounding_mode)
-    input = as_float(input)
-    if isinstance(other, Tensor) and other._data.dtype.kind != "f":
-        other = as_float(other)
-    return binary(Div, input, other)
+    if not isinstance(other, Tensor) and not is_number(other):
+        other = tensor_operand(other, input)
+    # the promoted type, made floating: float16 / int stays float16, int / 0-d float64 is float64
+    dt = result_dtype(input._data, other._data) if isinstance(other, Tensor) \
+        else scalar_result_dtype(input._data, other)
+    if dt.kind != "f":
+        dt = dtypes.get_default_dtype().np
+    if input._data.dtype != dt:
+        input = input.to(dt)
+    if isinstance(other, Tensor) and other._data.dtype != dt:
+        other = other.to(dt)
+    return Div.apply(input, other if isinstance(other, Tensor) else python_scalar(other))
 
 
 true_divide = divide = div
@@ -296,7 +319,7 @@ def pow(input: Any, exponent: Any) -> Tensor:
         input = input.to(dt)
     if input._data.dtype.kind in "iu" and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return PowScalar.apply(input, exponent)
+    return PowScalar.apply(input, python_scalar(exponent))
 
 
 def _rpow(exponent: Tensor, base: Any) -> Tensor:
@@ -305,7 +328,7 @@ def _rpow(exponent: Tensor, base: Any) -> Tensor:
     dt = scalar_result_dtype(exponent._data, base)
     if dt != exponent._data.dtype:
         exponent = exponent.to(dt)
-    return RpowScalar.apply(base, exponent)
+    return RpowScalar.apply(python_scalar(base), exponent)
 
 
 def neg(input: Tensor) -> Tensor:

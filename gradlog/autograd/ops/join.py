@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from ..function import Op
 from ..tensor import Tensor, _wrap_dim
+from ._util import promote_dtypes
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "unbind", "narrow",
            "select", "hstack", "vstack"]
@@ -106,7 +108,7 @@ def _promote_all(tensors: list) -> list:
     dts = {t._data.dtype for t in tensors}
     if len(dts) == 1:
         return tensors
-    dt = np.result_type(*dts)
+    dt = functools.reduce(promote_dtypes, dts)
     return [t if t._data.dtype == dt else t.to(dt) for t in tensors]
 
 
