@@ -1,0 +1,254 @@
+"""One event file: unique naming, a bounded in-memory queue, and the flush policy.
+
+Guarantees (each tested):
+
+* **Unique files.** The name is ``events.out.tfevents.<%010d seconds>.<host>.<pid>.<counter>``
+  plus the suffix, with a zero-padded per-process counter, and the file is created with
+  ``O_EXCL``: two writers in one directory in the same second, or two processes, never share a
+  file, and a writer never appends to an old file (after a crash the next one starts a new file,
+  so a torn last record is only ever at the end of a file). Names sort in creation order, which
+  is the order TensorBoard's Python loader reads them in.
+* **Whole records.** Records are framed in full and leave the process in one ``os.write`` per
+  flush, so a crash can tear at most the last record of the file, which both loaders tolerate.
+* **Flushing.** Events wait in memory until ``max_queue`` are pending, ``flush_secs`` have passed
+  (checked by :mod:`.lifecycle`'s idle flusher), or ``flush()``/``close()``/exit/SIGINT/SIGTERM.
+  A SIGKILL therefore loses fewer than ``max_queue`` events, as with PyTorch.
+* **Errors surface.** An ``OSError`` names the file and is raised by the call that hit it, or by
+  the next call if the idle flusher hit it. Unwritten bytes stay queued for the next flush.
+* **Restarts.** The first record is ``file_version``. A fresh run directory also gets
+  ``SessionLog.START`` at step 0, and ``purge_step=T`` writes ``START`` at ``T``: TensorBoard's
+  Python loader ignores a run's first ``START`` and purges steps ``>= T`` on a later one, so a
+  resumed run is purged on both loaders. Reopening a directory without ``purge_step`` writes no
+  ``START`` (it would purge the whole history under the Python loader).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import threading
+import time
+
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog
+
+from . import lifecycle
+from .lifecycle import deferred_signals
+from .record import frame
+
+__all__ = ["EventFileWriter"]
+
+_counter = itertools.count()
+_hostname: str | None = None
+_OPEN_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
+               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+_get_ident = threading.get_ident
+
+
+def _with_path(error: OSError, path: str) -> OSError:
+    """The same kind of ``OSError``, naming ``path`` (``os.write`` errors name no file)."""
+    if error.filename is not None:
+        return error
+    return type(error)(error.errno, error.strerror or str(error), path)
+
+
+def _holds_event_files(log_dir: str) -> bool:
+    try:
+        return any("tfevents" in name for name in os.listdir(log_dir))
+    except OSError:
+        return False
+
+
+class EventFileWriter:
+    """Writes framed ``Event`` records to one new event file in ``log_dir``.
+
+    Args:
+        log_dir: the run directory; created if needed.
+        max_queue: flush once this many events are pending.
+        flush_secs: flush pending events at least this often (seconds).
+        filename_suffix: appended to the file name.
+        purge_step: write ``SessionLog.START`` at this step so TensorBoard hides the events of
+            an earlier session at steps ``>= purge_step``.
+    """
+
+    def __init__(self, log_dir, max_queue: int = 10, flush_secs: float = 120,
+                 filename_suffix: str = "", purge_step: int | None = None) -> None:
+        self.log_dir = os.fspath(log_dir)
+        self.path: str | None = None
+        self.busy_thread = 0  # ident of the thread inside the critical section, 0 if none
+        self._max_queue = max(1, int(max_queue))
+        self._flush_secs = float(flush_secs)
+        self._suffix = filename_suffix
+        self._lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._fd: int | None = None
+        self._closed = False
+        self._error: OSError | None = None  # hit by the idle flusher; raised by the next call
+        self._last_flush = time.monotonic()
+        try:
+            os.makedirs(self.log_dir, exist_ok=True)
+        except OSError as error:
+            raise _with_path(error, self.log_dir) from error
+        fresh = not _holds_event_files(self.log_dir)
+        self._open_file(step=purge_step or 0)
+        if purge_step is not None or fresh:
+            start = Event(wall_time=time.time(), step=int(purge_step or 0),
+                          session_log=SessionLog(status=SessionLog.START))
+            self._pending.append(frame(start.SerializeToString()))
+        try:
+            self.flush()  # the run shows up at once, and a bad directory fails here
+        except OSError:
+            self._closed = True
+            os.close(self._fd)
+            raise
+        lifecycle.register(self)
+
+    def _open_file(self, step: int = 0) -> None:
+        global _hostname
+        if _hostname is None:
+            _hostname = socket.gethostname()
+        for _ in range(1000):
+            name = (f"events.out.tfevents.{int(time.time()):010d}.{_hostname}.{os.getpid()}"
+                    f".{next(_counter):06d}{self._suffix}")
+            path = os.path.join(self.log_dir, name)
+            try:
+                self._fd = os.open(path, _OPEN_FLAGS, 0o666)
+            except FileExistsError:
+                continue
+            except OSError as error:
+                raise _with_path(error, path) from error
+            break
+        else:  # pragma: no cover - a thousand live collisions means something else is wrong
+            raise FileExistsError(f"no free event file name in {self.log_dir}")
+        self.path = path
+        header = Event(wall_time=time.time(), step=step, file_version="brain.Event:2")
+        header.source_metadata.writer = "gradlog"
+        self._pending.insert(0, frame(header.SerializeToString()))
+
+    def write(self, payload: bytes) -> None:
+        """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
+        record = frame(payload)
+        with self._lock:
+            self.busy_thread = _get_ident()
+            try:
+                if self._error is not None:
+                    self._raise_stored_error()
+                if self._closed:
+                    raise ValueError(f"event file {self.path} is closed")
+                self._pending.append(record)
+                if len(self._pending) >= self._max_queue:
+                    self._write_pending()
+            finally:
+                self.busy_thread = 0
+        if deferred_signals:
+            lifecycle.run_deferred()
+
+    def add_event(self, event: Event) -> None:
+        """Queue an ``Event`` message."""
+        self.write(event.SerializeToString())
+
+    def flush(self) -> None:
+        """Write every pending event to the file (the OS's cache; no fsync)."""
+        with self._lock:
+            self.busy_thread = _get_ident()
+            try:
+                if self._error is not None:
+                    self._raise_stored_error()
+                if self._pending and not self._closed:
+                    self._write_pending()
+            finally:
+                self.busy_thread = 0
+        if deferred_signals:
+            lifecycle.run_deferred()
+
+    def close(self) -> None:
+        """Flush and close the file. Idempotent; raises the first write error, if any."""
+        with self._lock:
+            self.busy_thread = _get_ident()
+            try:
+                if self._closed:
+                    return
+                self._closed = True
+                error, self._error = self._error, None
+                try:
+                    if self._pending:
+                        self._write_pending()
+                except OSError as write_error:
+                    error = error or write_error
+                finally:
+                    self._pending = []
+                    if self._fd is not None:
+                        fd, self._fd = self._fd, None
+                        try:
+                            os.close(fd)
+                        except OSError as close_error:
+                            error = error or _with_path(close_error, self.path)
+                if error is not None:
+                    raise error
+            finally:
+                self.busy_thread = 0
+                lifecycle.unregister(self)
+        if deferred_signals:
+            lifecycle.run_deferred()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def flush_due(self) -> float | None:
+        """When (``time.monotonic()``) the pending events must be flushed; None if none are."""
+        if self._pending and not self._closed:
+            return self._last_flush + self._flush_secs
+        return None
+
+    def flush_if_due(self) -> None:
+        """Called by the idle flusher thread; an error is kept for the writer's next call."""
+        with self._lock:
+            self.busy_thread = _get_ident()
+            try:
+                due = self.flush_due()
+                if due is not None and due <= time.monotonic():
+                    self._write_pending()
+            except OSError as error:
+                if self._error is None:
+                    self._error = error
+            finally:
+                self.busy_thread = 0
+
+    def after_fork_in_child(self) -> None:
+        """In a forked child: the parent owns the queued records and the open file."""
+        self._lock = threading.Lock()
+        self.busy_thread = 0
+        self._pending = []
+        self._error = None
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass  # the child's copy of the descriptor; the parent's stays open
+            self._fd = None
+
+    def _raise_stored_error(self) -> None:
+        error, self._error = self._error, None
+        raise error
+
+    def _write_pending(self) -> None:
+        # Called with the lock held. One os.write per flush (more only on a short write).
+        if self._fd is None:  # first write in a forked child
+            self._open_file()
+            lifecycle.register(self)
+        pending, self._pending = self._pending, []
+        data = pending[0] if len(pending) == 1 else b"".join(pending)
+        written = 0
+        try:
+            while written < len(data):
+                written += os.write(self._fd, memoryview(data)[written:])
+        except OSError as error:
+            self._pending = [data[written:]]  # retried by the next flush
+            raise _with_path(error, self.path) from error
+        self._last_flush = time.monotonic()
+
+    def __del__(self) -> None:
+        # A writer the program dropped without close(): flush it rather than lose its events.
+        if not getattr(self, "_closed", True):
+            self.close()

@@ -1,0 +1,184 @@
+"""Process-wide care of open event files: flush them at exit, on SIGINT/SIGTERM, while idle, and
+start afresh in a forked child.
+
+Every open :class:`~gradlog.tensorboard.event_file.EventFileWriter` registers here (by weak
+reference: a writer the program dropped is flushed by its own ``__del__``). Four mechanisms:
+
+* **Exit.** An ``atexit`` hook closes every open writer. A write error is re-raised there, so
+  Python prints it; it is never swallowed.
+* **Signals.** While at least one writer is open, SIGINT and SIGTERM handlers flush all writers
+  and then chain to the handler that was installed before (Python's ``KeyboardInterrupt``, a
+  program's own handler, or the default action, which we re-deliver so the exit status still says
+  "killed by SIGTERM"). They are installed only from the main thread, and the previous handlers
+  are restored when the last writer closes unless someone installed another handler since.
+  If the signal arrives while the main thread is inside a writer's critical section, the flush
+  would see a half-updated queue, so the handler only records the signal; the writer runs it as
+  soon as it leaves the critical section (:func:`run_deferred`).
+* **Idle flushing.** One daemon thread flushes writers whose oldest pending event is older than
+  their ``flush_secs``, so data reaches the disk even when the training loop stops logging.
+  An error there is kept by the writer and raised by its next call.
+* **Fork.** In a forked child, every writer drops the records the parent still owns and will
+  write to a new file (named with the child's pid) if the child logs anything; the idle flusher
+  thread, which a fork does not copy, starts again when that happens.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+__all__ = ["register", "unregister", "run_deferred", "deferred_signals"]
+
+_writers: weakref.WeakSet = weakref.WeakSet()
+_lock = threading.Lock()
+_wake = threading.Event()
+_flusher: threading.Thread | None = None
+_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
+_previous: dict[int, object] = {}  # signal -> the handler we replaced (while ours is installed)
+deferred_signals: list[int] = []  # signals that arrived inside a critical section
+_stopped = False
+
+
+def register(writer) -> None:
+    """Track ``writer`` until :func:`unregister`; start the idle flusher and signal handlers."""
+    global _flusher
+    with _lock:
+        _writers.add(writer)
+        if _flusher is None and not _stopped:
+            _flusher = threading.Thread(target=_flush_idle_writers, name="gradlog-tb-flush",
+                                        daemon=True)
+            _flusher.start()
+    _wake.set()  # a new writer may have a shorter flush_secs
+    _install_signal_handlers()
+
+
+def unregister(writer) -> None:
+    """Stop tracking ``writer``; restore the signal handlers once no writer is open."""
+    with _lock:
+        _writers.discard(writer)
+        empty = not _writers
+    if empty:
+        _restore_signal_handlers()
+
+
+def run_deferred() -> None:
+    """Handle signals that arrived inside a writer's critical section (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    while deferred_signals:
+        signum = deferred_signals.pop(0)
+        _flush_all(f"signal {signum}")
+        _chain(signum, None)
+
+
+def _flush_idle_writers() -> None:
+    while not _stopped:
+        timeout = _flush_due_writers()
+        _wake.wait(timeout)
+        _wake.clear()
+
+
+def _flush_due_writers() -> float:
+    # A function of its own so no strong reference to a writer survives into the sleep.
+    now = time.monotonic()
+    timeout = 1.0
+    for writer in list(_writers):
+        due = writer.flush_due()
+        if due is None:
+            continue
+        if due <= now:
+            writer.flush_if_due()
+        else:
+            timeout = min(timeout, due - now)
+    return max(timeout, 0.01)
+
+
+def _install_signal_handlers() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in _SIGNALS:
+        if signum in _previous:
+            continue
+        try:
+            previous = signal.getsignal(signum)
+            signal.signal(signum, _on_signal)
+        except (ValueError, OSError):  # not the main interpreter, or the platform refuses
+            continue
+        _previous[signum] = previous
+
+
+def _restore_signal_handlers() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum, previous in list(_previous.items()):
+        if signal.getsignal(signum) is not _on_signal:
+            continue  # someone installed a handler over ours; it may still chain to us
+        signal.signal(signum, previous if previous is not None else signal.SIG_DFL)
+        del _previous[signum]
+
+
+def _on_signal(signum, frame) -> None:
+    me = threading.get_ident()
+    if any(writer.busy_thread == me for writer in list(_writers)):
+        deferred_signals.append(signum)  # the interrupted writer calls run_deferred()
+        return
+    _flush_all(f"signal {signum}")
+    _chain(signum, frame)
+
+
+def _chain(signum, frame) -> None:
+    previous = _previous.get(signum, signal.SIG_DFL)
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:  # SIG_DFL, or a handler installed outside Python: die of the signal as intended
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def _flush_all(reason: str) -> None:
+    # NOTE: in a signal handler an OSError must not replace the signal's own effect, so it is
+    # printed (the data stays queued and close() at exit reports it again).
+    for writer in list(_writers):
+        try:
+            writer.flush()
+        except OSError as error:
+            print(f"gradlog: could not flush event file on {reason}: {error}", file=sys.stderr)
+
+
+@atexit.register
+def _close_all_at_exit() -> None:
+    global _stopped
+    _stopped = True
+    _wake.set()
+    first = None
+    for writer in list(_writers):
+        try:
+            writer.close()
+        except OSError as error:
+            if first is None:
+                first = error
+            else:
+                print(f"gradlog: could not close event file at exit: {error}", file=sys.stderr)
+    if first is not None:
+        raise first
+
+
+def _after_fork_in_child() -> None:
+    global _lock, _wake, _flusher
+    _lock = threading.Lock()
+    _wake = threading.Event()
+    _flusher = None
+    deferred_signals.clear()
+    for writer in list(_writers):
+        writer.after_fork_in_child()  # it registers again (starting a flusher) when it writes
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

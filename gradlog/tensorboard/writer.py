@@ -1,0 +1,280 @@
+"""``SummaryWriter``: the API of ``torch.utils.tensorboard.SummaryWriter`` over gradlog's event
+files. It owns the files, the step and the wall time; encoding is left to the pure builders.
+
+Differences from PyTorch (all deliberate): histograms never fail on NaN/Inf (they are counted
+into ``<tag>/nonfinite``) and have no empty, zero-width or inverted buckets; tags outside
+``[A-Za-z0-9_./-]`` are cleaned with a warning; bool hparams are booleans; ``double_precision``
+scalars are written as float32 (TensorBoard's default loader drops doubles); event files are
+flushed at exit and on SIGINT/SIGTERM, and write errors are raised, naming the file.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import warnings
+from datetime import datetime
+
+from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
+
+from . import summary as _summary
+from .convert import clean_tag, to_float, to_numpy
+from .event_file import EventFileWriter
+from .histogram import histogram_proto
+
+__all__ = ["SummaryWriter"]
+
+
+class SummaryWriter:
+    """Writes TensorBoard event files into ``log_dir``, as ``torch.utils.tensorboard`` does.
+
+    Args:
+        log_dir: the run directory; default ``runs/<%b%d_%H-%M-%S>_<hostname><comment>``.
+        comment: appended to the default ``log_dir`` (ignored when ``log_dir`` is given).
+        purge_step: when resuming a run at step T, hide the earlier session's events at steps
+            ``>= T`` (both TensorBoard loaders).
+        max_queue: flush once this many events are pending (a crash loses fewer).
+        flush_secs: flush pending events at least this often.
+        filename_suffix: appended to event file names.
+
+    Every ``add_*`` method takes ``global_step`` (``Event.step``; 0 when None) and ``walltime``
+    (seconds since the epoch; default ``time.time()``). Values may be gradlog or PyTorch
+    tensors, numpy arrays or Python numbers. A write error raises ``OSError`` naming the file.
+    """
+
+    def __init__(self, log_dir=None, comment: str = "", purge_step: int | None = None,
+                 max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "") -> None:
+        if not log_dir:
+            stamp = datetime.now().strftime("%b%d_%H-%M-%S")
+            log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
+        self.log_dir = os.fspath(log_dir)
+        self.purge_step = purge_step
+        self.max_queue = max_queue
+        self.flush_secs = flush_secs
+        self.filename_suffix = filename_suffix
+        self._writer: EventFileWriter | None = None
+        self._runs: dict[str, EventFileWriter] = {}  # add_scalars' extra runs, by directory
+        self._projector = None
+        self._nonfinite_tags: set[str] = set()
+        self._get_file_writer()
+
+    def _get_file_writer(self) -> EventFileWriter:
+        # After close(), the next add_* starts a new file in the same directory, as in PyTorch.
+        if self._writer is None:
+            self._writer = EventFileWriter(self.log_dir, self.max_queue, self.flush_secs,
+                                           self.filename_suffix, purge_step=self.purge_step)
+            self.purge_step = None
+        return self._writer
+
+    def _emit(self, summary: Summary, global_step, walltime, writer=None) -> None:
+        event = Event(wall_time=time.time() if walltime is None else float(walltime),
+                      step=0 if global_step is None else int(global_step), summary=summary)
+        (writer or self._get_file_writer()).write(event.SerializeToString())
+
+    def get_logdir(self) -> str:
+        """The run directory."""
+        return self.log_dir
+
+    def add_scalar(self, tag: str, scalar_value, global_step=None, walltime=None,
+                   new_style: bool = False, double_precision: bool = False) -> None:
+        """Log one number (stored as float32; NaN and Inf are kept).
+
+        ``new_style=True`` writes a float32 tensor instead of ``simple_value``;
+        ``double_precision`` is accepted and ignored, with a warning (see the module doc).
+        """
+        if new_style or double_precision:
+            if double_precision:
+                warnings.warn("double_precision scalars are written as float32: TensorBoard's "
+                              "default loader drops double scalars", UserWarning, stacklevel=2)
+            summary = _summary.scalar(clean_tag(tag), to_float(scalar_value), new_style=True)
+            return self._emit(summary, global_step, walltime)
+        payload = _summary.scalar_event_bytes(
+            clean_tag(tag),
+            scalar_value if type(scalar_value) is float else to_float(scalar_value),
+            0 if global_step is None else int(global_step),
+            time.time() if walltime is None else float(walltime))
+        (self._writer or self._get_file_writer()).write(payload)
+
+    def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None,
+                    walltime=None) -> None:
+        """Log several numbers on one chart: each key is a run ``<log_dir>/<main_tag>_<key>``
+        whose scalar is tagged ``main_tag`` (PyTorch's layout)."""
+        walltime = time.time() if walltime is None else walltime
+        main = clean_tag(main_tag)
+        base = self._get_file_writer().log_dir
+        for key, value in tag_scalar_dict.items():
+            run_dir = os.path.join(base, main.replace("/", "_") + "_" + clean_tag(key))
+            writer = self._runs.get(run_dir)
+            if writer is None:
+                writer = EventFileWriter(run_dir, self.max_queue, self.flush_secs,
+                                         self.filename_suffix)
+                self._runs[run_dir] = writer
+            self._emit(_summary.scalar(main, to_float(value)), global_step, walltime, writer)
+
+    def add_histogram(self, tag: str, values, global_step=None, bins="tensorflow",
+                      walltime=None, max_bins: int | None = None) -> None:
+        """Log the distribution of ``values`` (histogram and distribution dashboards).
+
+        Args:
+            bins: ``"tensorflow"`` (PyTorch's default exponential edges), a numpy estimator
+                (``"auto"``, ``"fd"``, ...), a bin count, or increasing edges.
+            max_bins: merge neighbouring buckets down to at most this many.
+
+        Non-finite values are not bucketed but counted: from the first time a tag has any, the
+        count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time).
+        """
+        tag = clean_tag(tag)
+        proto, nonfinite = histogram_proto(to_numpy(values), bins, max_bins)
+        summary = Summary()
+        if proto is not None:
+            summary.value.add(tag=tag, histo=proto)
+        if nonfinite and tag not in self._nonfinite_tags:
+            self._nonfinite_tags.add(tag)
+            warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left out of "
+                          f"the histogram; their count is logged as {tag + '/nonfinite'!r}",
+                          RuntimeWarning, stacklevel=2)
+        if tag in self._nonfinite_tags:
+            summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
+        self._emit(summary, global_step, walltime)
+
+    def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits,
+                          bucket_counts, global_step=None, walltime=None) -> None:
+        """Log a histogram computed elsewhere (``bucket_limits`` are right edges). Empty
+        buckets at either end are dropped, as TensorBoard's Python loader does."""
+        limits = to_numpy(bucket_limits).astype(float).ravel().tolist()
+        counts = to_numpy(bucket_counts).astype(float).ravel().tolist()
+        if len(limits) != len(counts):
+            raise ValueError("len(bucket_limits) != len(bucket_counts)")
+        nonzero = [i for i, count in enumerate(counts) if count]
+        if nonzero:
+            limits = limits[nonzero[0]:nonzero[-1] + 1]
+            counts = counts[nonzero[0]:nonzero[-1] + 1]
+        histo = HistogramProto(min=min, max=max, num=num, sum=sum, sum_squares=sum_squares,
+                               bucket_limit=limits, bucket=counts)
+        self._emit(Summary(value=[Summary.Value(tag=clean_tag(tag), histo=histo)]),
+                   global_step, walltime)
+
+    def add_image(self, tag: str, img_tensor, global_step=None, walltime=None,
+                  dataformats: str = "CHW") -> None:
+        """Log an image: ``CHW`` (default), ``HWC``, ``HW``...; floats in [0, 1] or uint8."""
+        from .image import image_summary
+
+        self._emit(image_summary(clean_tag(tag), to_numpy(img_tensor), dataformats),
+                   global_step, walltime)
+
+    def add_images(self, tag: str, img_tensor, global_step=None, walltime=None,
+                   dataformats: str = "NCHW") -> None:
+        """Log a batch of images as one grid (8 per row): ``NCHW`` (default) or ``NHWC``..."""
+        self.add_image(tag, img_tensor, global_step, walltime, dataformats)
+
+    def add_figure(self, tag: str, figure, global_step=None, close: bool = True,
+                   walltime=None) -> None:
+        """Log a matplotlib figure (or a list of them, as a grid). Needs matplotlib."""
+        from .image import figure_to_chw
+
+        chw = figure_to_chw(figure, close)
+        self.add_image(tag, chw, global_step, walltime,
+                       dataformats="NCHW" if isinstance(figure, list) else "CHW")
+
+    def add_text(self, tag: str, text_string: str, global_step=None, walltime=None) -> None:
+        """Log Markdown text; it appears under ``<tag>/text_summary`` (as in PyTorch)."""
+        self._emit(_summary.text(clean_tag(tag), text_string), global_step, walltime)
+
+    def add_pr_curve(self, tag: str, labels, predictions, global_step=None,
+                     num_thresholds: int = 127, weights=None, walltime=None) -> None:
+        """Log a precision-recall curve of 0/1 ``labels`` against probabilities."""
+        summary = _summary.pr_curve(clean_tag(tag), to_numpy(labels), to_numpy(predictions),
+                                    num_thresholds, None if weights is None else to_numpy(weights))
+        self._emit(summary, global_step, walltime)
+
+    def add_pr_curve_raw(self, tag: str, true_positive_counts, false_positive_counts,
+                         true_negative_counts, false_negative_counts, precision, recall,
+                         global_step=None, num_thresholds: int = 127, weights=None,
+                         walltime=None) -> None:
+        """Log a precision-recall curve from counts computed elsewhere (``weights`` unused)."""
+        rows = [to_numpy(x) for x in (true_positive_counts, false_positive_counts,
+                                      true_negative_counts, false_negative_counts, precision,
+                                      recall)]
+        self._emit(_summary.pr_curve_raw(clean_tag(tag), *rows, num_thresholds=num_thresholds),
+                   global_step, walltime)
+
+    def add_custom_scalars(self, layout: dict) -> None:
+        """Set the custom-scalars dashboard's layout (call once per writer):
+        ``{category: {title: ["Multiline", [tag regexes]] | ["Margin", [value, lower, upper]]}}``.
+        """
+        self._emit(_summary.custom_scalars(layout), None, None)
+
+    def add_custom_scalars_multilinechart(self, tags, category: str = "default",
+                                          title: str = "untitled") -> None:
+        """Shorthand for one multiline chart of ``tags``."""
+        self.add_custom_scalars({category: {title: ["Multiline", list(tags)]}})
+
+    def add_custom_scalars_marginchart(self, tags, category: str = "default",
+                                       title: str = "untitled") -> None:
+        """Shorthand for one margin chart of ``[value, lower, upper]`` tags."""
+        self.add_custom_scalars({category: {title: ["Margin", list(tags)]}})
+
+    def add_hparams(self, hparam_dict: dict, metric_dict: dict, hparam_domain_discrete=None,
+                    run_name: str | None = None, global_step=None) -> None:
+        """Log one trial's hyperparameters and metrics for the hparams dashboard.
+
+        As in PyTorch, the trial is its own run, ``<log_dir>/<run_name or time.time()>``,
+        holding the experiment, the session start/end and one scalar per metric. bool values
+        are booleans, str values strings, numbers real; ``hparam_domain_discrete`` gives
+        ``{name: [all values]}``.
+        """
+        from .hparams import hparams_summaries
+
+        summaries = hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
+        run_dir = os.path.join(self._get_file_writer().log_dir, run_name or str(time.time()))
+        trial = EventFileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix)
+        try:
+            for summary in summaries:
+                self._emit(summary, global_step, None, trial)
+            for tag, value in metric_dict.items():
+                self._emit(_summary.scalar(clean_tag(tag), to_float(value)), global_step, None,
+                           trial)
+        finally:
+            trial.close()
+
+    def add_embedding(self, mat, metadata=None, label_img=None, global_step=None,
+                      tag: str = "default", metadata_header=None) -> None:
+        """Log points for the embedding projector: ``mat`` (N, D), optional N labels
+        (``metadata``, or rows with ``metadata_header``) and (N, C, H, W) ``label_img``."""
+        from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
+
+        from .projector import add_embedding
+
+        if self._projector is None:
+            self._projector = ProjectorConfig()
+        add_embedding(self._get_file_writer().log_dir, self._projector, to_numpy(mat), metadata,
+                      None if label_img is None else to_numpy(label_img), global_step, tag,
+                      metadata_header)
+
+    def flush(self) -> None:
+        """Write every pending event to disk."""
+        for writer in self._all_writers():
+            writer.flush()
+
+    def close(self) -> None:
+        """Flush and close every file. Idempotent; a later ``add_*`` starts a new file."""
+        writers, error = self._all_writers(), None
+        self._writer, self._runs = None, {}
+        for writer in writers:
+            try:
+                writer.close()
+            except OSError as close_error:
+                error = error or close_error
+        if error is not None:
+            raise error
+
+    def _all_writers(self) -> list[EventFileWriter]:
+        return ([self._writer] if self._writer is not None else []) + list(self._runs.values())
+
+    def __enter__(self) -> SummaryWriter:
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> None:
+        self.close()
