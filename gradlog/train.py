@@ -23,7 +23,12 @@ import numpy as np
 from . import autograd, runs
 from .autograd import random as _random
 from .plugin import (
-    PluginAbort, PluginConfigError, PluginError, PluginLoadError, Run, StopTraining,
+    PluginAbort,
+    PluginConfigError,
+    PluginError,
+    PluginLoadError,
+    Run,
+    StopTraining,
     resolve_plugins,
 )
 from .plugin.options import load_config

@@ -9,7 +9,12 @@ from .adapter import to_numpy
 from .base import EVENTS, Plugin
 from .discovery import GROUP, PluginInfo, discover, load, resolve_plugins
 from .errors import (
-    PluginAbort, PluginConfigError, PluginError, PluginLoadError, SkipStep, StopTraining,
+    PluginAbort,
+    PluginConfigError,
+    PluginError,
+    PluginLoadError,
+    SkipStep,
+    StopTraining,
 )
 from .options import parse_spec
 from .run import Run

@@ -347,7 +347,10 @@ class Run:
 
     # -- checkpoints -----------------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Step, epoch, and each plugin's state and generator (for checkpoints)."""
+        """Step, epoch, and each plugin's state and generator (for checkpoints). A batch
+        whose optimizer step is done is ended first, so the checkpoint is at a clean step."""
+        if self._in_batch and self._stepped:
+            self.end_batch()
         return {
             "step": self.step, "epoch": self.epoch, "skipped_steps": self.skipped_steps,
             "plugins": {s.name: s.plugin.state_dict() for s in self._dispatcher.slots},
