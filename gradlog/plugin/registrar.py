@@ -35,6 +35,12 @@ class HookRegistrar:
         for h in handles:
             h.remove()
 
+    def remove(self, handle: Any) -> None:
+        """Remove one hook now and stop tracking it (e.g. activation hooks that a plugin
+        keeps registered only around its logging steps)."""
+        handle.remove()
+        self._handles = [h for h in self._handles if h is not handle]
+
     def _keep(self, handle: Any) -> Any:
         self._handles.append(handle)
         return handle
