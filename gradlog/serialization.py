@@ -68,16 +68,12 @@ def load(f: str | os.PathLike | IO[bytes], map_location: Any = None, *,
     if map_location not in (None, "cpu"):
         raise RuntimeError(f"gradlog runs on the CPU only; cannot load to {map_location!r}")
     name = os.fspath(f) if not hasattr(f, "read") else getattr(f, "name", repr(f))
-    if not hasattr(f, "read"):
-        with open(name, "rb") as fh:
-            head = fh.read(4)
-        if head != _ZIP_MAGIC:
-            raise CheckpointError(f"{name}: not a gradlog checkpoint (not an .npz archive"
-                                  f"{'; the file is empty' if not head else ''})")
+    head = _head(f)
+    if head != _ZIP_MAGIC:
+        raise CheckpointError(f"{name}: not a gradlog checkpoint (not an .npz archive"
+                              f"{'; the file is empty' if not head else ''})")
     try:
         with np.load(f, allow_pickle=False) as npz:
-            if not isinstance(npz, np.lib.npyio.NpzFile):
-                raise CheckpointError(f"{name}: not a gradlog checkpoint (a single .npy array)")
             _refuse_pickles(npz, name)
             if MANIFEST not in npz.files:
                 raise CheckpointError(f"{name}: not a gradlog checkpoint (missing manifest "
@@ -177,9 +173,23 @@ def _fsync_dir(directory: str) -> None:
 
 # -- reading -------------------------------------------------------------------------------
 
+def _head(f: Any) -> bytes:
+    """The first four bytes (a zip archive starts with ``PK\\x03\\x04``)."""
+    if hasattr(f, "read"):
+        start = f.tell()
+        head = f.read(4)
+        f.seek(start)
+        return head
+    with open(f, "rb") as fh:
+        return fh.read(4)
+
+
 def _refuse_pickles(npz: Any, name: str) -> None:
-    """Refuse the file if any entry holds objects, whether or not the manifest uses it."""
+    """Refuse the file if any array entry holds objects, whether or not the manifest uses it
+    (members that are not ``.npy`` arrays are never read)."""
     for member in npz.zip.namelist():
+        if not member.endswith(".npy"):
+            continue
         with npz.zip.open(member) as fh:
             version = np.lib.format.read_magic(fh)
             read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
@@ -196,10 +206,13 @@ def _entry(npz: Any, key: str, name: str) -> np.ndarray:
         raise CheckpointError(f"{name}: corrupted checkpoint (the manifest refers to a missing "
                               f"entry {key!r})")
     try:
-        return npz[key]
+        value = npz[key]
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
         raise CheckpointError(f"{name}: truncated or corrupted checkpoint (entry {key!r}: "
                               f"{exc})") from None
+    if not isinstance(value, np.ndarray):  # a zip member that is not an .npy array
+        raise CheckpointError(f"{name}: corrupted checkpoint (entry {key!r} is not an array)")
+    return value
 
 
 def _read_manifest(name: str, raw: np.ndarray) -> dict[str, Any]:

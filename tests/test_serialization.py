@@ -234,6 +234,35 @@ def test_foreign_or_broken_manifest_is_refused(tmp_path):
         gl.load(path)
 
 
+def test_pytorch_checkpoint_is_not_a_gradlog_checkpoint(tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "model.pt"
+    torch.save({"w": torch.ones(2)}, path)  # also a zip archive, holding a pickle
+    with pytest.raises(CheckpointError, match=f"{path}: not a gradlog checkpoint \\(missing "
+                                              "manifest"):
+        gl.load(path)
+
+
+def test_file_objects_are_checked_like_paths():
+    with pytest.raises(CheckpointError, match="not an .npz archive"):
+        gl.load(io.BytesIO(pickle.dumps([1])))
+    buf = io.BytesIO()
+    np.save(buf, np.arange(3))
+    buf.seek(0)
+    with pytest.raises(CheckpointError, match="not an .npz archive"):
+        gl.load(buf)
+
+
+def test_non_array_member_named_by_the_manifest_is_corruption(tmp_path):
+    path = tmp_path / "z.npz"
+    manifest = b'{"format":"gradlog-checkpoint","version":1,"root":{"t":"ndarray","e":"a7"}}'
+    np.savez(path, __gradlog_manifest__=np.frombuffer(manifest, np.uint8))
+    with zipfile.ZipFile(path, "a") as z:
+        z.writestr("a7", b"raw bytes, not an .npy array")
+    with pytest.raises(CheckpointError, match="entry 'a7' is not an array"):
+        gl.load(path)
+
+
 @pytest.mark.parametrize("with_manifest", [False, True])
 def test_pickled_object_arrays_are_refused(with_manifest, tmp_path):
     path = tmp_path / "evil.npz"
