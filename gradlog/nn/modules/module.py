@@ -24,8 +24,12 @@ from ...utils.hooks import HookRegistry, RemovableHandle, register
 from ..parameter import Buffer, Parameter
 from . import hooks as _hooks
 from .hooks import (
-    ForwardHook, ForwardPreHook, register_module_backward_hook, register_module_forward_hook,
-    register_module_forward_pre_hook, register_module_full_backward_hook,
+    ForwardHook,
+    ForwardPreHook,
+    register_module_backward_hook,
+    register_module_forward_hook,
+    register_module_forward_pre_hook,
+    register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
 )
 
@@ -447,7 +451,7 @@ class Module:
                     p._data = convert(p._data)
                     if p._grad is not None:
                         p._grad._data = convert(p._grad._data)
-            for name, b in m._buffers.items():
+            for _name, b in m._buffers.items():
                 if b is not None:
                     b._data = convert(b._data)
         return self
@@ -553,7 +557,7 @@ class Module:
             mod._load_from_state_dict(state_dict, name + "." if name else "", strict, missing,
                                       unexpected, errors)
         result = _IncompatibleKeys(missing, unexpected)
-        for name, mod in self.named_modules():
+        for _name, mod in self.named_modules():
             for hook in tuple(mod._load_state_dict_post_hooks.values()):
                 hook(mod, result)
         if strict:
