@@ -351,3 +351,52 @@ def test_no_warnings_in_a_plain_loop():
             opt.zero_grad()
             (a * a).sum().backward()
             opt.step()
+
+
+# -- resuming from a state dict ----------------------------------------------------------------
+
+RESUME_CASES = [
+    (optim.SGD, {"lr": 0.1, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}),
+    (optim.SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True, "maximize": True}),
+    (optim.Adam, {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1}),
+    (optim.AdamW, {"lr": 0.01, "betas": (0.8, 0.9)}),
+]
+
+
+@pytest.mark.parametrize("through_file", [False, True])
+@pytest.mark.parametrize("cls,kwargs", RESUME_CASES, ids=lambda v: getattr(v, "__name__", ""))
+def test_state_dict_round_trip_continues_bit_identically(cls, kwargs, through_file, tmp_path):
+    rng = np.random.default_rng(0)
+    init = [rng.standard_normal(s).astype(np.float32) for s in ((3, 2), (2,))]
+    grads = [[rng.standard_normal(a.shape).astype(np.float32) for a in init]
+             for _ in range(12)]
+
+    def run(params, opt, steps):
+        for gs in steps:
+            for p, g in zip(params, gs):
+                p.grad = gl.tensor(g)
+            opt.step()
+
+    def fresh():
+        params = [nn.Parameter(gl.tensor(a.copy())) for a in init]
+        return params, cls([{"params": params[:1]}, {"params": params[1:], "lr": 0.05}],
+                           **kwargs)
+
+    full_params, full_opt = fresh()
+    run(full_params, full_opt, grads)
+
+    params, opt = fresh()
+    run(params, opt, grads[:5])
+    sd = {"params": [p.detach().clone() for p in params], "optimizer": opt.state_dict()}
+    if through_file:
+        gl.save(sd, tmp_path / "opt.ckpt")
+        sd = gl.load(tmp_path / "opt.ckpt")
+    params2, opt2 = fresh()
+    for p, saved in zip(params2, sd["params"]):
+        with gl.no_grad():
+            p.copy_(saved)
+    opt2.load_state_dict(sd["optimizer"])
+    assert opt2.param_groups[1]["lr"] == 0.05
+    run(params2, opt2, grads[5:])
+    for a, b in zip(params2, full_params):
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
