@@ -30,6 +30,16 @@ SIZE = 16
 CLASSES = 4
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """PyTorch's thread pool oversubscribes a busy small machine (seconds per conv step);
+    one thread keeps the oracle fast and changes no value."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def build(L, kind):
     """The same architecture in gradlog (``L is gl``) or PyTorch."""
     N = nn if L is gl else torch.nn
