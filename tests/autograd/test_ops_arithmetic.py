@@ -38,6 +38,7 @@ CASES = {
     "square": (lambda a: gl.square(a), (2, 3)),
     "reciprocal": (lambda a: gl.reciprocal(a), pos(2, 3)),
     "remainder": (lambda a: gl.remainder(a, 0.7), pos(2, 3)),
+    "remainder_tensor": (lambda a, b: a % b, (2, 3), pos(3)),
 }
 
 

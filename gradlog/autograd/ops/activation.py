@@ -210,23 +210,77 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     return Gelu.apply(input, approximate)
 
 
+class Softplus(Op):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+
+    node_name = "SoftplusBackward0"
+
+    @staticmethod
+    def forward(ctx, a, beta, threshold):
+        bx = a * beta
+        linear = bx > threshold
+        with np.errstate(over="ignore"):
+            soft = np.log1p(np.exp(np.minimum(bx, threshold))) / beta
+        ctx.save_for_backward(a)
+        ctx.beta, ctx.linear = beta, linear
+        return np.where(linear, a, soft).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        slope = (a * ctx.beta).sigmoid()
+        if ctx.linear.any():
+            slope = slope.where(~ctx.linear, 1.0)
+        return g * slope, None, None
+
+
 def softplus(input: Tensor, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
-    bx = input * beta
-    soft = (bx.clamp(max=threshold).exp()).log1p() / beta
-    linear_mask = bx._data > threshold
-    if linear_mask.any():
-        return input.where(linear_mask, soft)
-    return soft
+    return Softplus.apply(as_float(input), beta, threshold)
+
+
+class Elu(Op):
+    node_name = "EluBackward0"
+
+    @staticmethod
+    def forward(ctx, a, alpha):
+        pos = a > 0
+        out = np.where(pos, a, alpha * np.expm1(np.minimum(a, 0))).astype(a.dtype, copy=False)
+        ctx.save_for_backward(a)
+        ctx.alpha, ctx.pos = alpha, pos
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        slope = (a.clamp(max=0.0).exp() * ctx.alpha).where(~ctx.pos, 1.0)
+        return g * slope, None
 
 
 def elu(input: Tensor, alpha: float = 1.0) -> Tensor:
-    neg = (input.clamp(max=0.0).exp() - 1) * alpha
-    return input.where(input._data > 0, neg)
+    return Elu.apply(as_float(input), alpha)
+
+
+class Silu(Op):
+    """``x * sigmoid(x)``."""
+
+    node_name = "SiluBackward0"
+
+    @staticmethod
+    def forward(ctx, a):
+        s = np.tanh(a * 0.5) * 0.5 + 0.5
+        ctx.save_for_backward(a)
+        return (a * s).astype(a.dtype, copy=False)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        s = a.sigmoid()
+        return g * (s * (1 + a * (1 - s)))
 
 
 def silu(input: Tensor) -> Tensor:
-    return input * sigmoid(input)
+    return Silu.apply(as_float(input))
 
 
 class LogSigmoid(Op):

@@ -300,10 +300,10 @@ def _rounded_div(a: Tensor, b: Any, mode: str) -> Tensor:
 
 
 def rdiv(input: Tensor, other: Any) -> Tensor:
-    """``other / input``."""
-    input = as_float(input)
-    return binary(Div, tensor_operand(other, input).to(input._data.dtype)
-                  if not isinstance(other, Tensor) else other, input)
+    """``other / input``: for a number, ``input.reciprocal() * other``, as PyTorch computes it."""
+    if is_number(other):
+        return reciprocal(input) * python_scalar(other)
+    return div(tensor_operand(other, input), input)
 
 
 def pow(input: Any, exponent: Any) -> Tensor:
@@ -346,22 +346,58 @@ def square(input: Tensor) -> Tensor:
     return pow(input, 2)
 
 
+class Reciprocal(Op):
+    node_name = "ReciprocalBackward0"
+
+    @staticmethod
+    def forward(ctx, a):
+        with np.errstate(divide="ignore"):
+            out = np.reciprocal(a)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return -g * (out * out)
+
+
 def reciprocal(input: Tensor) -> Tensor:
-    return rdiv(input, 1.0)
+    return Reciprocal.apply(as_float(input))
 
 
 def floor_divide(input: Tensor, other: Any) -> Tensor:
     return div(input, other, rounding_mode="floor")
 
 
-def remainder(input: Tensor, other: Any) -> Tensor:
-    """Python's modulo (sign of the divisor), not differentiable in ``other``."""
-    from ..tensor import wrap
-    bd = other._data if isinstance(other, Tensor) else other
-    q = np.floor_divide(input._data, bd)
-    if input._requires_grad:  # a - b * floor(a / b): gradient 1 w.r.t. a
-        return input - wrap(np.asarray(q * bd, dtype=input._data.dtype))
-    return wrap(np.asarray(np.mod(input._data, bd)))
+class Remainder(Op):
+    """Python's modulo: ``a - b * floor(a / b)``, with the sign of the divisor."""
+
+    node_name = "RemainderBackward0"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        ga = unbroadcast(g, a._data.shape) if na else None
+        gb = unbroadcast(-g * (a / b).floor(), b._data.shape) if nb else None
+        return ga, gb
+
+
+class RemainderTensor(Remainder):
+    node_name = "RemainderBackward1"
+
+
+def remainder(input: Any, other: Any) -> Tensor:
+    if not isinstance(input, Tensor):
+        input = tensor_operand(input, None)
+    return binary(RemainderTensor if isinstance(other, Tensor) else Remainder, input, other)
 
 
 def _add_method(self: Tensor, other: Any) -> Tensor:

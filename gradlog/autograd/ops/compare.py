@@ -11,6 +11,7 @@ import numpy as np
 from ..function import Op
 from ..tensor import Tensor, _wrap_dim, wrap
 from ._util import result_dtype, scalar_result_dtype, unbroadcast
+from .reduction import _GatherAlong
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not",
            "logical_and", "logical_or", "logical_xor", "where", "maximum", "minimum",
@@ -183,6 +184,10 @@ def minimum(input: Tensor, other: Any) -> Tensor:
     return _binary_maxmin(Minimum, input, other)
 
 
+class MaskedFill(Where):
+    node_name = "MaskedFillBackward0"
+
+
 def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
     """Out-of-place: ``value`` where ``mask`` is true (broadcast), ``input`` elsewhere."""
     m = np.asarray(_raw(mask))
@@ -193,8 +198,10 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
         if value._data.ndim:
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "
                                f"tensor with {value._data.ndim} dimension(s).")
-        return where(m, value.to(input._data.dtype), input)
-    return where(m, np.asarray(value, dtype=input._data.dtype), input)
+        value = value.to(input._data.dtype)
+    else:
+        value = np.asarray(value, dtype=input._data.dtype)
+    return MaskedFill.apply(m, value, input)
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
@@ -223,12 +230,19 @@ return_types_sort = namedtuple("sort", ["values", "indices"])
 return_types_topk = namedtuple("topk", ["values", "indices"])
 
 
+class _Sort(_GatherAlong):
+    node_name = "SortBackward0"
+
+
+class _Topk(_GatherAlong):
+    node_name = "TopkBackward0"
+
+
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Any:
-    from .reduction import _GatherAlong
     d = _wrap_dim(dim, input._data.ndim)
     key = -input._data if descending else input._data
     idx = np.argsort(key, axis=d, kind="stable")
-    values = _GatherAlong.apply(input, idx, d)
+    values = _Sort.apply(input, idx, d)
     return return_types_sort(values, wrap(idx.astype(np.int64)))
 
 
@@ -237,14 +251,13 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool
 
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:
-    from .reduction import _GatherAlong
     d = _wrap_dim(dim, input._data.ndim)
     if not 0 <= k <= input._data.shape[d]:
         raise RuntimeError(f"selected index k out of range: k={k} for a dimension of size "
                            f"{input._data.shape[d]}")
     key = -input._data if largest else input._data
     idx = np.take(np.argsort(key, axis=d, kind="stable"), range(k), axis=d)
-    values = _GatherAlong.apply(input, idx, d)
+    values = _Topk.apply(input, idx, d)
     return return_types_topk(values, wrap(idx.astype(np.int64)))
 
 

@@ -108,6 +108,18 @@ class IndexAdd(Op):
         return op.apply(gg, ctx.idx), None, None, None
 
 
+class IndexSelect(AdvancedIndex):
+    node_name = "IndexSelectBackward0"
+
+
+class MaskedSelect(AdvancedIndex):
+    node_name = "MaskedSelectBackward0"
+
+
+class Take(AdvancedIndex):
+    node_name = "TakeBackward0"
+
+
 def getitem(self: Tensor, index: Any) -> Tensor:
     idx, advanced = convert_index(index)
     return (AdvancedIndex if advanced else BasicIndex).apply(self, idx)
@@ -218,17 +230,20 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     d = _wrap_dim(dim, input._data.ndim)
     idx = index._data if isinstance(index, Tensor) else np.asarray(index)
-    return getitem(input, (slice(None),) * d + (wrap(idx.reshape(-1)),))
+    return IndexSelect.apply(input, (slice(None),) * d + (idx.reshape(-1),))
 
 
 def masked_select(input: Tensor, mask: Any) -> Tensor:
     m = mask._data if isinstance(mask, Tensor) else np.asarray(mask)
     shape = np.broadcast_shapes(input._data.shape, m.shape)
-    return getitem(input.expand(shape), wrap(np.broadcast_to(m, shape).copy()))
+    if input._data.shape != shape:
+        input = input.expand(shape)
+    return MaskedSelect.apply(input, (np.broadcast_to(m, shape),))
 
 
 def take(input: Tensor, index: Tensor) -> Tensor:
-    return getitem(input.reshape(-1), index)
+    idx, _ = convert_index(index)
+    return Take.apply(input.reshape(-1), idx)
 
 
 TENSOR_METHODS = {

@@ -156,8 +156,23 @@ def stack(tensors: Any, dim: int = 0, *, out: Any = None) -> Tensor:
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
-    d = dim % n
-    return cat([t.unsqueeze(d) for t in tensors], d)
+    return Stack.apply(*_promote_all(tensors), dim % n)
+
+
+class Stack(Op):
+    node_name = "StackBackward0"
+
+    @staticmethod
+    def forward(ctx, *args):
+        *arrays, d = args
+        ctx.d = d
+        return np.stack(arrays, axis=d)
+
+    @staticmethod
+    def backward(ctx, g):
+        grads = [g.select(ctx.d, i) if n else None
+                 for i, n in enumerate(ctx.needs_input_grad[:-1])]
+        return (*grads, None)
 
 
 def hstack(tensors: Any) -> Tensor:

@@ -87,6 +87,14 @@ class UnsafeViewMatmul(Matmul):
     node_name = "UnsafeViewBackward0"
 
 
+class Dot(Matmul):
+    node_name = "DotBackward0"
+
+
+class Mv(Matmul):
+    node_name = "MvBackward0"
+
+
 def _promote_pair(a: Tensor, b: Tensor) -> tuple:
     if a._data.dtype != b._data.dtype:
         from .arithmetic import _promote
@@ -99,8 +107,11 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if not isinstance(other, Tensor):
         raise TypeError(f"matmul(): argument 'other' must be Tensor, not {type(other).__name__}")
     input, other = _promote_pair(input, other)
-    if input._data.ndim > 2 or other._data.ndim > 2:
+    na, nb = input._data.ndim, other._data.ndim
+    if na > 2 or nb > 2:
         return UnsafeViewMatmul.apply(input, other)
+    if nb == 1:
+        return (Dot if na == 1 else Mv).apply(input, other)
     return Matmul.apply(input, other)
 
 

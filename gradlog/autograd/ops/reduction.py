@@ -267,19 +267,25 @@ def _correction(unbiased: Any, correction: Any) -> float:
     return 1.0 if unbiased else 0.0
 
 
+def _variance(ctx: Any, a: np.ndarray, dims: tuple, correction: float, keepdim: bool) -> Any:
+    """The variance array; records on ``ctx`` what the backward needs (``denom`` is n - correction,
+    0 when there are too few elements, where the result is NaN)."""
+    n = 1
+    for d in dims:
+        n *= a.shape[d]
+    ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+    ctx.denom = n - correction if n > correction else 0.0
+    return np.var(a, axis=dims, keepdims=keepdim, ddof=correction) if n > correction else \
+        np.full(np.sum(a, axis=dims, keepdims=keepdim).shape, np.nan, dtype=a.dtype)
+
+
 class Var(Op):
     node_name = "VarBackward0"
 
     @staticmethod
     def forward(ctx, a, dims, correction, keepdim):
-        n = 1
-        for d in dims:
-            n *= a.shape[d]
-        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
-        ctx.denom = n - correction if n > correction else 0.0
         ctx.save_for_backward(a)
-        return np.var(a, axis=dims, keepdims=keepdim, ddof=correction) if n > correction else \
-            np.full(np.sum(a, axis=dims, keepdims=keepdim).shape, np.nan, dtype=a.dtype)
+        return _variance(ctx, a, dims, correction, keepdim)
 
     @staticmethod
     def backward(ctx, g):
@@ -303,15 +309,36 @@ def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = Fa
     return Var.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
 
 
+class Std(Op):
+    node_name = "StdBackward0"
+
+    @staticmethod
+    def forward(ctx, a, dims, correction, keepdim):
+        out = np.sqrt(_variance(ctx, a, dims, correction, keepdim))
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        centered = a - a.mean(ctx.dims, keepdim=True)
+        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        out = _expand_back(out, ctx.in_shape, ctx.dims, ctx.keepdim)
+        return g * centered / (out * (ctx.denom if ctx.denom else np.nan)), None, None, None
+
+
 def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
         correction: Any = None) -> Tensor:
-    return var(input, dim, unbiased, keepdim, correction=correction).sqrt()
+    """Standard deviation with Bessel's correction by default (``correction=1``)."""
+    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
+    dims = normalize_dims(dim, input._data.ndim)
+    return Std.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
 
 
 class Norm2(Op):
     """Euclidean norm; its gradient is 0 (not NaN) where the norm is 0, as in PyTorch."""
 
-    node_name = "NormBackward1"
+    node_name = "LinalgVectorNormBackward0"
 
     @staticmethod
     def forward(ctx, a, dims, keepdim):
@@ -375,6 +402,10 @@ class Prod(Op):
         return g * _prod_of_others(a, d), None, None
 
 
+class ProdDim(Prod):
+    node_name = "ProdBackward1"
+
+
 def _prod_of_others(a: Tensor, d: int) -> Tensor:
     """For each element, the product of the other elements along ``d`` (exact with zeros, and
     differentiable: row i of an (n, n) stack is ``a`` with element i replaced by 1)."""
@@ -389,18 +420,37 @@ def prod(input: Tensor, dim: int | None = None, keepdim: bool = False, *,
          dtype: Any = None) -> Tensor:
     if dtype is not None:
         input = input.to(dtype)
-    d = None if dim is None else _wrap_dim(dim, input._data.ndim)
-    return Prod.apply(input, d, keepdim)
+    if dim is None:
+        return Prod.apply(input, None, keepdim)
+    return ProdDim.apply(input, _wrap_dim(dim, input._data.ndim), keepdim)
+
+
+class Logsumexp(Op):
+    node_name = "LogsumexpBackward0"
+
+    @staticmethod
+    def forward(ctx, a, dims, keepdim):
+        m = np.max(a, axis=dims, keepdims=True, initial=-np.inf)
+        m = np.where(np.isfinite(m), m, 0).astype(a.dtype)  # shift by the max: no overflow
+        with np.errstate(divide="ignore"):
+            out = np.log(np.sum(np.exp(a - m), axis=dims, keepdims=True)) + m
+        if not keepdim:
+            out = np.squeeze(out, axis=dims)
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        ctx.save_for_backward(a, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, out = ctx.saved_tensors
+        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        return g * (a - _expand_back(out, ctx.in_shape, ctx.dims, ctx.keepdim)).exp(), None, None
 
 
 def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     """``log(sum(exp(x)))`` over ``dim``, computed without overflow."""
     x = as_float(input)
-    dims = normalize_dims(dim, x._data.ndim)
-    m = np.max(x._data, axis=dims, keepdims=True) if x._data.size else np.zeros(())
-    m = np.where(np.isfinite(m), m, 0).astype(x._data.dtype)
-    out = (x - wrap(m)).exp().sum(dims, keepdim=True).log() + wrap(m)
-    return out if keepdim else out.squeeze(dims) if dims else out
+    return Logsumexp.apply(x, normalize_dims(dim, x._data.ndim), keepdim)
 
 
 class Cumsum(Op):

@@ -62,6 +62,26 @@ class ReshapeAlias(Reshape):
     node_name = "ReshapeAliasBackward0"
 
 
+class Unsqueeze(Reshape):
+    node_name = "UnsqueezeBackward0"
+
+
+class Squeeze(Reshape):
+    node_name = "SqueezeBackward0"  # squeeze()
+
+
+class SqueezeDim(Reshape):
+    node_name = "SqueezeBackward1"  # squeeze(dim)
+
+
+class SqueezeDims(Reshape):
+    node_name = "SqueezeBackward2"  # squeeze(dims)
+
+
+class TVector(Reshape):
+    node_name = "TBackward0"  # t() of a 0-D or 1-D tensor: the same view
+
+
 def reshape(input: Tensor, *shape: Any) -> Tensor:
     """Same data in a new shape (a view when the layout allows, else a copy)."""
     shape = _infer_shape(_parse_shape(shape), input._data.size)
@@ -165,14 +185,18 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
 swapaxes = transpose
 
 
+class T(Transpose):
+    node_name = "TBackward0"
+
+
 def t(input: Tensor) -> Tensor:
     """Transpose of a matrix (1-D and 0-D tensors are returned as they are)."""
     n = input._data.ndim
     if n > 2:
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
     if n < 2:
-        return Reshape.apply(input, input._data.shape)
-    return Transpose.apply(input, 0, 1)
+        return TVector.apply(input, input._data.shape)
+    return T.apply(input, 0, 1)
 
 
 def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
@@ -205,17 +229,18 @@ def unsqueeze(input: Tensor, dim: int) -> Tensor:
                          f"but got {dim})")
     d = dim % n
     shape = input._data.shape
-    return Reshape.apply(input, shape[:d] + (1,) + shape[d:])
+    return Unsqueeze.apply(input, shape[:d] + (1,) + shape[d:])
 
 
 def squeeze(input: Tensor, dim: Any = None) -> Tensor:
     shape = input._data.shape
     if dim is None:
-        new = tuple(s for s in shape if s != 1)
+        op, new = Squeeze, tuple(s for s in shape if s != 1)
     else:
+        op = SqueezeDim if isinstance(dim, (int, np.integer)) else SqueezeDims
         dims = set(normalize_dims(dim, len(shape)))
         new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
-    return Reshape.apply(input, new)
+    return op.apply(input, new)
 
 
 class Expand(Op):

@@ -315,10 +315,22 @@ class Frac(Op):
         return g
 
 
+class RoundDecimals(_Piecewise):
+    node_name = "RoundBackward1"
+
+    @staticmethod
+    def forward(ctx, a, decimals):
+        return np.round(a, decimals)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0, None
+
+
 def round(input: Tensor, *, decimals: int = 0) -> Tensor:
+    """Round half to even, to ``decimals`` decimal places."""
     if decimals:
-        scale = 10.0 ** decimals
-        return (input * scale).round() / scale
+        return RoundDecimals.apply(input, decimals)
     return _Piecewise.apply(input)
 
 
