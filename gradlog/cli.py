@@ -1,13 +1,48 @@
-"""The ``gradlog`` command line (click). Each command's docstring is its ``--help`` text."""
+"""The ``gradlog`` command line (click). Each command's docstring is its ``--help`` text.
+
+User errors exit with status 2 and one line on stderr (``error: ...``), never a traceback.
+"""
 
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
 from .plugin.errors import PluginConfigError
 from .plugin.options import parse_spec
+
+
+class UserError(click.ClickException):
+    """A mistake in how a command was called: one line, exit status 2."""
+
+    exit_code = 2
+
+
+class _Main(click.Group):
+    """click's group, except that every error is reported on one line."""
+
+    def main(self, args: Any = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: show its help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            hint = ""
+            if isinstance(exc, click.UsageError) and exc.ctx is not None:
+                hint = f" (see '{exc.ctx.command_path} --help')"
+            click.echo(f"error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
 
 def _check_specs(ctx: click.Context, param: click.Parameter, value: tuple) -> tuple:
@@ -19,21 +54,32 @@ def _check_specs(ctx: click.Context, param: click.Parameter, value: tuple) -> tu
     return value
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gradlog")
 def main() -> None:
-    """gradlog: train with hook-driven plugins and log everything to TensorBoard."""
+    """gradlog: train with hook-driven plugins and log everything to TensorBoard.
+
+    \b
+    gradlog train                      train the built-in example, log to runs/
+    gradlog train -p grad-clip:max_norm=1.0
+    gradlog plugins list               installed plugins, their kind and status
+    gradlog plugins new my-plugin      start a plugin package
+    gradlog inspect runs/              what a log directory holds
+    """
 
 
 @main.command()
 @click.argument("example", default="shapes")
 @click.option("--logdir", type=click.Path(file_okay=False), default=None,
               help="The run directory (default: runs/<Mon DD_HH-MM-SS>_<host>).")
-@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True)
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True)
+@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Passes over the training data.")
+@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
+              help="Examples per optimizer step.")
 @click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.05,
               show_default=True, help="Learning rate.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seeds initialization, shuffling and each plugin's own generator.")
 @click.option("-p", "--plugin", "plugins", multiple=True, callback=_check_specs,
               metavar="NAME[:key=value,...]", help="Enable a plugin (repeatable).")
 @click.option("--no-default-plugins", is_flag=True,
@@ -51,6 +97,14 @@ def train(example: str, logdir: str | None, epochs: int, batch_size: int, lr: fl
 
     EXAMPLE is a built-in example (shapes, the default; shapes-mlp) or a Python file that
     defines build(config) returning the model, optimizer, loss function and data loaders.
+
+    Plugins: -p NAME[:key=value,...], e.g. -p grad-clip:max_norm=1.0 -p histogram:every=50;
+    a value is a TOML literal (number, true/false, "string", [array]) or a bare string. A
+    --config TOML file holds [train] settings (e.g. train_size = 1000) and [plugins.NAME]
+    tables, which enable plugins; -p overrides their options per key.
+
+    Exit status: 0 done, 1 the run failed, 2 usage error, 130/143 interrupted by SIGINT or
+    SIGTERM (a checkpoint is saved; continue with --resume DIR).
     """
     from .train import TrainOptions
     from .train import train as run_training
@@ -68,18 +122,27 @@ def plugins() -> None:
 
 @plugins.command("list")
 def plugins_list() -> None:
-    """Installed plugins: name, distribution, version, kind and status."""
+    """List installed plugins with their kind and status.
+
+    Columns: name, distribution, version, kind and status (enabled by default, available,
+    or broken). Each plugin is imported in isolation to show its kind; one that fails to
+    import is listed as broken with its error and affects nothing else.
+    """
     from .plugin.discovery import discover, inspect_plugin
     from .train import DEFAULT_PLUGINS
     rows = [("NAME", "DISTRIBUTION", "VERSION", "KIND", "STATUS")]
     for info in discover():
         found = inspect_plugin(info)
         if found["error"]:
-            kind, status = "?", f"broken: {found['error']}"
+            error = found["error"]
+            kind, status = "?", "broken: " + error.split(" failed to import: ", 1)[-1]
         else:
             kind = found["cls"].kind
             status = "enabled by default" if info.name in DEFAULT_PLUGINS else "available"
         rows.append((info.name, info.distribution, info.version, kind, status))
+    if len(rows) == 1:
+        click.echo("no plugins installed (entry-point group gradlog.plugins)")
+        return
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for r in rows:
         click.echo("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
@@ -88,15 +151,19 @@ def plugins_list() -> None:
 @plugins.command("show")
 @click.argument("name")
 def plugins_show(name: str) -> None:
-    """A plugin's description, kind, order and options."""
+    """Show a plugin's description and options.
+
+    Also its kind (observer or mutator), its order and the registries it touches. A plugin
+    that fails to import prints its error and traceback and exits with status 1.
+    """
     from .plugin.discovery import discover, load
     from .plugin.errors import PluginLoadError
     from .plugin.options import describe_options
     try:
         cls = load(name, discover())
     except PluginConfigError as exc:
-        raise click.UsageError(str(exc)) from None
-    except PluginLoadError as exc:
+        raise UserError(str(exc)) from None
+    except PluginLoadError as exc:  # a broken plugin: its error and traceback, status 1
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo(f"{cls.name} ({cls.kind}, order {cls.order})\n")
@@ -117,6 +184,56 @@ def plugins_show(name: str) -> None:
     touches = getattr(cls, "touches", None)
     if touches:
         click.echo(f"\nregistries it touches: {', '.join(touches)}")
+
+
+@plugins.command("new")
+@click.argument("name")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=".",
+              show_default=True, help="Where to create the gradlog-NAME/ folder.")
+def plugins_new(name: str, directory: str) -> None:
+    """Create a ready-to-install plugin package gradlog-NAME/.
+
+    It holds a pyproject.toml that declares NAME in the entry-point group gradlog.plugins,
+    the plugin (src/gradlog_NAME/plugin.py: typed options and one event), a test that runs it
+    with gradlog.testing.PluginHarness, and a README. NAME is lowercase letters, digits and
+    hyphens, starting with a letter.
+    """
+    from .plugin.discovery import discover
+    from .scaffold import ScaffoldError, check_name, names, write_package
+    try:
+        check_name(name)
+        taken = [i for i in discover() if i.name == name]
+        if taken:
+            raise ScaffoldError(f"a plugin named '{name}' is already installed (from "
+                                f"{taken[0].distribution}); choose another name")
+        root = write_package(name, directory)
+    except ScaffoldError as exc:
+        raise UserError(str(exc)) from None
+    n = names(name)
+    click.echo(f"created {root}/ with the plugin '{name}' (class {n['module']}.plugin."
+               f"{n['cls']})\n\nnext:\n"
+               f"  cd {root}\n"
+               f"  pip install -e \".[test]\"   # registers the entry point\n"
+               f"  pytest                     # runs the generated test\n"
+               f"  gradlog train -p {name}")
+
+
+@main.command("inspect")
+@click.argument("logdir", type=click.Path())
+def inspect_cmd(logdir: str) -> None:
+    """Summarize the runs and tags in LOGDIR.
+
+    A quick look without a browser. Runs are LOGDIR and each directory below it with event files. Tags are grouped by prefix
+    (train/, val/, or the plugin's name), with their kind (scalar, histogram, image, text,
+    ...), the number of points, the step range and, for scalars, the last value. The files
+    are read with TensorBoard's own loader.
+    """
+    from .inspect import InspectError, format_report, inspect_logdir
+    try:
+        runs = inspect_logdir(logdir)
+    except InspectError as exc:
+        raise UserError(str(exc)) from None
+    click.echo(format_report(runs), nl=False)
 
 
 if __name__ == "__main__":
