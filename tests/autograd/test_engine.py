@@ -132,6 +132,13 @@ def test_create_graph_gives_differentiable_gradients():
     assert gg.item() == 12.0
 
 
+def test_backward_with_create_graph_warns_about_the_reference_cycle():
+    x = gl.tensor(2.0, requires_grad=True)
+    with pytest.warns(UserWarning, match="Using backward\\(\\) with create_graph=True"):
+        (x ** 3).backward(create_graph=True)
+    assert x.grad.item() == 12.0 and x.grad.requires_grad
+
+
 def test_gradient_penalty_backpropagates_through_the_input_gradient():
     # f(x) = sum(w * x^2), df/dx = 2 w x, penalty = sum((2 w x)^2) = 4 sum(w^2 x^2)
     w = gl.tensor([1.0, -2.0], dtype=gl.float64, requires_grad=True)

@@ -356,6 +356,89 @@ def node_hooks_order(L, log):
     log.append(y.grad)
 
 
+def hooks_across_branches_fire_in_creation_order(L, log):
+    x = L.tensor([1.0], requires_grad=True)
+    a = x * 2
+    b = x * 3
+    c = a.exp()
+    d = b * a
+    for name, t in (("a", a), ("b", b), ("c", c), ("d", d)):
+        t.register_hook(lambda g, name=name: log.append((name, g)))
+    (c + d).sum().backward()
+    log.append(x.grad)
+
+
+def hooks_on_outputs_of_a_multi_output_function(L, log):
+    class Split(L.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            log.append(("backward", g1, g2))
+            return g1 * 2 + g2 * 3
+
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    u, v = Split.apply(x)
+    v.register_hook(lambda g: g * 10)
+    v.retain_grad()
+    u.register_hook(lambda g: log.append(("u", g)))
+    (u.sum() + (v * v).sum()).backward()
+    log += [v.grad, x.grad]
+
+
+def retain_grad_survives_an_inplace_op(L, log):
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    y.mul_(2)
+    (y * 3).sum().backward()
+    log += [y.grad, y.retains_grad, x.grad]
+    b = x * 1
+    v = b[1:]
+    b.retain_grad()
+    v.retain_grad()
+    v.mul_(5)
+    (b * L.tensor([1.0, 2.0])).sum().backward()
+    log += [b.grad, v.grad, x.grad]
+
+
+def hooks_on_views(L, log):
+    x = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1
+    v = y[1:]
+    v.register_hook(lambda g: log.append(("view", g)))
+    y.register_hook(lambda g: log.append(("base", g)))
+    (v * L.tensor([2.0, 3.0])).sum().backward()
+    log.append(x.grad)
+
+
+def post_accumulate_with_backward_inputs(L, log):
+    x = L.tensor([1.0], requires_grad=True)
+    w = L.tensor([2.0], requires_grad=True)
+    x.register_post_accumulate_grad_hook(lambda p: log.append(("x post", p.grad)))
+    w.register_post_accumulate_grad_hook(lambda p: log.append(("w post", p.grad)))
+    (x * w).backward(inputs=[x])
+    log += [x.grad, w.grad]
+
+
+def autograd_backward_function_form(L, log):
+    x = L.tensor([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: log.append(("hook", g)))
+    L.autograd.backward([x * 2, (x * x).sum()], [L.tensor([1.0, 10.0]), None])
+    log.append(x.grad)
+
+
+def hooks_fire_each_pass_with_retain_graph(L, log):
+    x = L.tensor([2.0], requires_grad=True)
+    y = x ** 2
+    y.register_hook(lambda g: log.append(("y", g)))
+    y.backward(retain_graph=True)
+    y.backward()
+    log.append(x.grad)
+
+
 PROGRAMS = [
     intermediate_grad, norm_monitor, scaling_hook_removed, closures_save_to_dict,
     zero_negative_via_clone, nan_detector, leaf_doubling, hook_chain, retain_grad_then_hook,
@@ -367,6 +450,9 @@ PROGRAMS = [
     post_accumulate_errors, hooks_with_autograd_grad, grad_mode_inside_hooks,
     hook_registered_under_no_grad_fires, exception_in_hook_propagates_unchanged,
     backward_inputs_fire_hook_and_set_grad, node_hooks_order,
+    hooks_across_branches_fire_in_creation_order, hooks_on_outputs_of_a_multi_output_function,
+    retain_grad_survives_an_inplace_op, hooks_on_views, post_accumulate_with_backward_inputs,
+    autograd_backward_function_form, hooks_fire_each_pass_with_retain_graph,
 ]
 
 

@@ -80,6 +80,7 @@ def _rebase(self: Tensor, result: Tensor) -> None:
     """Make ``self`` the output of ``result``'s node (its old hooks stay with the old node)."""
     if result._grad_fn is None:
         return
+    old_node, old_nr = self._grad_fn, self._output_nr
     self._grad_fn = result._grad_fn
     self._requires_grad = True
     if result._output_nr:
@@ -87,8 +88,7 @@ def _rebase(self: Tensor, result: Tensor) -> None:
     else:
         self.__dict__.pop("_output_nr", None)
     self.__dict__.pop("_hooks", None)
-    if self.__dict__.pop("_retains_grad", False):
-        self.retain_grad()
+    _move_retain(self, old_node, old_nr)
     # the node saved its output array; point it at self's memory so later in-place ops on
     # self are caught by the version check
     node = result._grad_fn
@@ -97,6 +97,14 @@ def _rebase(self: Tensor, result: Tensor) -> None:
         vc = self._vc
         node._saved = tuple((None, self._data, vc, vc.value, s[4])
                             if type(s) is tuple and s[0] is None else s for s in saved)
+
+
+def _move_retain(t: Tensor, old_node: Any, old_nr: int) -> None:
+    """A tensor that retains its grad does so for its new value only, not for the old one."""
+    if t.__dict__.pop("_retains_grad", False):
+        if old_node is not None and old_node._retain:
+            old_node._retain.pop(old_nr, None)
+        t.retain_grad()
 
 
 class CopySlices(Op):
@@ -137,14 +145,19 @@ def _inplace_on_view(self: Tensor, graph: Any) -> Tensor:
     result = _compute(self, graph)  # writes the new values into the shared memory
     old_base = _alias(base)
     new_base = CopySlices.apply(old_base, result, chain)
+    old_node, old_nr = base._grad_fn, base._output_nr
     base._grad_fn = new_base._grad_fn
     base._requires_grad = True
     base.__dict__.pop("_output_nr", None)
     base.__dict__.pop("_hooks", None)
+    _move_retain(base, old_node, old_nr)
     view = replay_tensor(base, chain)
+    old_node, old_nr = self._grad_fn, self._output_nr
     self._grad_fn = view._grad_fn
     self._requires_grad = True
+    self.__dict__.pop("_output_nr", None)
     self.__dict__.pop("_hooks", None)
+    _move_retain(self, old_node, old_nr)
     return self
 
 
