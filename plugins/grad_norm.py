@@ -1,0 +1,137 @@
+"""The ``grad-norm`` plugin: global and per-layer gradient norms, and an explosion warning."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from gradlog.plugin import Plugin
+from gradlog.plugin.adapter import to_numpy
+
+
+@dataclass
+class Options:
+    every: int = field(default=10, metadata={
+        "help": "log every N optimizer steps (steps 0, N, 2N, ...); set 1 to check every step",
+        "min": 1})
+    source: Literal["raw", "final"] = field(default="raw", metadata={
+        "help": "'raw': the gradients backward produced, before clipping or noise (what "
+                "explodes); 'final': what the optimizer applies, after every mutator"})
+    per_layer: bool = field(default=True, metadata={
+        "help": "also log grad-norm/<module>, the norm over each module's own parameters"})
+    norm_type: float = field(default=2.0, metadata={
+        "help": "p of the p-norm (inf: largest absolute value), as in clip_grad_norm_",
+        "min": 1.0})
+    warn_above: float = field(default=math.inf, metadata={
+        "help": "warn (and log text grad-norm/warnings) when the global norm is above this or "
+                "not finite; inf turns the warning off (a good threshold depends on the model)",
+        "min": 0.0})
+
+
+def _norm(values: np.ndarray, p: float) -> float:
+    flat = values.ravel()
+    if flat.size == 0:
+        return 0.0
+    if p == math.inf:
+        return float(np.max(np.abs(flat)))
+    flat = flat.astype(np.float64, copy=False)
+    if p == 2.0:
+        return math.sqrt(float(np.dot(flat, flat)))
+    return float(np.sum(np.abs(flat) ** p) ** (1.0 / p))
+
+
+def _combine(norms: list[float], p: float) -> float:
+    """The p-norm of all the gradients together, from the p-norms of the parts."""
+    if not norms:
+        return 0.0
+    if p == math.inf:
+        return max(norms)
+    return float(np.sum(np.asarray(norms, dtype=np.float64) ** p) ** (1.0 / p))
+
+
+class GradNorm(Plugin):
+    """Global and per-layer gradient norms every N steps: the gradient-explosion monitor.
+
+    Logs ``grad-norm/global`` (the p-norm of all gradients together, the number
+    clip_grad_norm_ returns) and, per module that owns parameters, ``grad-norm/<module>`` (the
+    norm over that module's own parameters; the root module's are under
+    ``grad-norm/root``). By default it reads the raw gradients, right after the step's last
+    backward and before any mutator, because clipping would hide exactly the explosion this
+    monitor exists to show; ``source=final`` reads what the optimizer applies instead (not
+    logged on a step nan-guard skips). Default every=10: a norm costs one pass over the
+    gradients, and TensorBoard keeps 1,000 points of a scalar by default, i.e. 10,000 steps.
+    With ``warn_above`` set, a global norm above it (or non-finite) raises a RuntimeWarning and
+    logs a text summary naming the largest layers to ``grad-norm/warnings``.
+    """
+
+    name = "grad-norm"
+    kind = "observer"
+    order = 100
+    Options = Options
+    touches = ("gradients after backward or before the optimizer step",)
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._pending: dict[str, float] | None = None
+        self.warnings = 0
+
+    def setup(self, run: Any) -> None:
+        self._params = [(n, n.rpartition(".")[0] or "root", p)
+                        for n, p in run.model.named_parameters()]
+
+    def _is_due(self, run: Any) -> bool:
+        return run.step % self.options.every == 0
+
+    def _measure(self) -> dict[str, float]:
+        p = self.options.norm_type
+        layers: dict[str, list[float]] = {}
+        for _, module, param in self._params:
+            if param.grad is not None:
+                layers.setdefault(module, []).append(_norm(to_numpy(param.grad), p))
+        norms = {"global": _combine([n for ns in layers.values() for n in ns], p)}
+        if self.options.per_layer:
+            norms.update((m, _combine(ns, p)) for m, ns in layers.items())
+        return norms
+
+    def on_after_backward(self, run: Any) -> None:
+        # Kept until the step: with gradient accumulation a later backward replaces it.
+        if self.options.source == "raw" and self._is_due(run):
+            self._pending = self._measure()
+
+    def on_before_optimizer_step(self, run: Any) -> None:
+        if self.options.source == "final" and self._is_due(run):
+            self._emit(run, self._measure())
+
+    def on_after_optimizer_step(self, run: Any) -> None:
+        self._flush(run)
+
+    def on_batch_end(self, run: Any) -> None:
+        self._flush(run)
+
+    def _flush(self, run: Any) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            self._emit(run, pending)
+
+    def _emit(self, run: Any, norms: dict[str, float]) -> None:
+        for key, value in norms.items():
+            run.log_scalar(f"grad-norm/{key}", value)
+        total, limit = norms["global"], self.options.warn_above
+        if limit != math.inf and not total <= limit:
+            self.warnings += 1
+            layers = sorted(((v, k) for k, v in norms.items() if k != "global"), reverse=True)
+            top = ", ".join(f"{k} {v:.4g}" for v, k in layers[:3])
+            message = (f"grad-norm: global gradient norm {total:.4g} at step {run.step} is "
+                       f"above warn_above={limit:g}" + (f"; largest layers: {top}" if top else ""))
+            warnings.warn(message, RuntimeWarning, stacklevel=2)
+            run.log_text("grad-norm/warnings", message)
+
+    def state_dict(self) -> dict:
+        return {"warnings": self.warnings}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.warnings = int(state.get("warnings", 0))

@@ -1,0 +1,183 @@
+"""The ``histogram`` plugin: weight, gradient and activation histograms, and update ratios."""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from gradlog.plugin import Plugin
+from gradlog.plugin.adapter import to_numpy
+
+KINDS = ("weight", "grad_raw", "grad", "activation", "update_ratio")
+# numpy's bin estimators, accepted by the writer's add_histogram besides "tensorflow" and ints
+BIN_RULES = ("tensorflow", "auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
+
+
+@dataclass
+class Options:
+    every: int = field(default=100, metadata={
+        "help": "log every N optimizer steps (steps 0, N, 2N, ...); nothing runs on the others",
+        "min": 1})
+    include: list[str] = field(default_factory=lambda: ["*"], metadata={
+        "help": "globs over module names (e.g. \"features.*\") or parameter names "
+                "(\"*.weight\"); a parameter or module is logged if one matches"})
+    exclude: list[str] = field(default_factory=list, metadata={
+        "help": "globs (same matching as include) that are left out"})
+    kinds: list[str] = field(default_factory=lambda: list(KINDS), metadata={
+        "help": "what to log, a subset of: " + ", ".join(KINDS)})
+    bins: int | str = field(default="tensorflow", metadata={
+        "help": "\"tensorflow\" (PyTorch's exponential edges), a numpy rule (auto, fd, ...) "
+                "or a number of equal-width buckets"})
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in KINDS]
+        if unknown:
+            raise ValueError(f"option 'kinds': unknown kind {unknown[0]!r}; accepted: "
+                             f"{', '.join(KINDS)}")
+        if isinstance(self.bins, str) and self.bins.isdigit():
+            self.bins = int(self.bins)
+        if isinstance(self.bins, int) and self.bins < 1:
+            raise ValueError(f"option 'bins': must be >= 1, got {self.bins}")
+        if isinstance(self.bins, str) and self.bins not in BIN_RULES:
+            raise ValueError(f"option 'bins': unknown rule {self.bins!r}; accepted: a positive "
+                             f"integer or one of {', '.join(BIN_RULES)}")
+
+
+def _owner(param_name: str) -> str:
+    return param_name.rpartition(".")[0]
+
+
+class Histogram(Plugin):
+    """Histograms of weights, gradients (raw and final) and activations, every N steps.
+
+    Gradients are logged twice: ``histogram/grad_raw/<param>`` as backward produced them
+    (taken after the last backward of the step, before any mutator such as grad-clip or
+    grad-noise) and ``histogram/grad/<param>`` as the optimizer applies them (taken in
+    on_before_optimizer_step, after every mutator). ``histogram/weight/<param>`` is taken
+    before the update; ``histogram/activation/<module>`` comes from forward hooks on the
+    selected leaf modules, registered only for the forward of a logging step. The update ratio
+    ``histogram/update_ratio/<param>`` is the scalar ||w_after - w_before|| / ||w_before||
+    (Frobenius norms; momentum, Adam and weight decay included; around 1e-3 is healthy),
+    left out for parameters whose norm is 0.
+
+    NaN and Inf are never dropped: the writer counts them into ``<tag>/nonfinite``. On the
+    other steps the plugin does nothing but compare the step number.
+    """
+
+    name = "histogram"
+    kind = "observer"
+    order = 100
+    Options = Options
+    touches = ("module forward hooks (logging steps only)", "gradients after backward",
+               "optimizer step events")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self._kinds = frozenset(self.options.kinds)
+        self._param_list: list = []
+        self._module_list: list = []
+        self._raw: dict[str, np.ndarray] = {}
+        self._before: dict[str, np.ndarray] = {}
+        self._act_handles: list = []
+
+    # -- selection --------------------------------------------------------------------------
+    def _selected(self, *names: str) -> bool:
+        def matches(globs: list[str]) -> bool:
+            return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
+        return matches(self.options.include) and not matches(self.options.exclude)
+
+    def setup(self, run: Any) -> None:
+        self._param_list = [(n, p) for n, p in run.model.named_parameters()
+                            if self._selected(n, _owner(n))]
+        self._module_list = []
+        if "activation" in self._kinds:
+            leaves = [(n, m) for n, m in run.model.named_modules()
+                      if next(iter(m.children()), None) is None]
+            self._module_list = [(n or "root", m) for n, m in leaves if self._selected(n)]
+
+    def _is_due(self, run: Any) -> bool:
+        return run.step % self.options.every == 0
+
+    # -- events -----------------------------------------------------------------------------
+    def on_batch_start(self, run: Any) -> None:
+        self._raw.clear()
+        self._before.clear()
+        if not self._is_due(run):
+            return
+        if "weight" in self._kinds:  # the weights this batch is computed with
+            for n, p in self._param_list:
+                run.log_histogram(f"histogram/weight/{n}", p, bins=self.options.bins)
+        if self._module_list:
+            self._attach_activation_hooks(run)
+
+    def on_after_backward(self, run: Any) -> None:
+        self._detach_activation_hooks(run)
+        if not ("grad_raw" in self._kinds and self._is_due(run)):
+            return
+        # Copied: a mutator may change .grad in place before the step. With gradient
+        # accumulation a later backward replaces this snapshot, so the step's total is kept.
+        self._raw = {n: np.array(to_numpy(p.grad)) for n, p in self._param_list
+                     if p.grad is not None}
+
+    def on_before_optimizer_step(self, run: Any) -> None:
+        if not self._is_due(run):
+            return
+        for n, p in self._param_list:
+            if "grad" in self._kinds and p.grad is not None:
+                run.log_histogram(f"histogram/grad/{n}", p.grad, bins=self.options.bins)
+            if "update_ratio" in self._kinds and p.grad is not None:
+                self._before[n] = np.array(to_numpy(p), dtype=np.float64)
+
+    def on_after_optimizer_step(self, run: Any) -> None:
+        # Fired on every step, also one that nan-guard skipped (there the raw gradients, NaN
+        # included, matter most, and on_before_optimizer_step did not reach observers).
+        self._flush_raw(run)
+        if not self._before:
+            return
+        params = dict(self._param_list)
+        for n, before in self._before.items():
+            norm = float(np.linalg.norm(before))
+            if norm == 0.0:
+                continue
+            delta = np.asarray(to_numpy(params[n]), dtype=np.float64) - before
+            run.log_scalar(f"histogram/update_ratio/{n}", float(np.linalg.norm(delta)) / norm)
+        self._before.clear()
+
+    def on_batch_end(self, run: Any) -> None:
+        self._detach_activation_hooks(run)
+        self._flush_raw(run)  # a batch without an optimizer step still logs its gradients
+
+    def on_train_end(self, run: Any) -> None:
+        self._detach_activation_hooks(run)
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _flush_raw(self, run: Any) -> None:
+        raw, self._raw = self._raw, {}
+        for n, grad in raw.items():
+            run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins)
+
+    def _attach_activation_hooks(self, run: Any) -> None:
+        self._detach_activation_hooks(run)
+        for name, module in self._module_list:
+            self._act_handles.append(
+                run.hooks.register_forward_hook(module, self._activation_hook(run, name)))
+
+    def _detach_activation_hooks(self, run: Any) -> None:
+        handles, self._act_handles = self._act_handles, []
+        for h in handles:
+            run.hooks.remove(h)
+
+    def _activation_hook(self, run: Any, name: str) -> Any:
+        tag = f"histogram/activation/{name}"
+        bins = self.options.bins
+
+        def hook(module: Any, args: Any, output: Any) -> None:
+            if run.phase == "train" and not isinstance(output, (tuple, list, dict)):
+                run.log_histogram(tag, output, bins=bins)
+        return hook
+
+    def state_dict(self) -> dict:
+        return {}

@@ -1,0 +1,162 @@
+"""The histogram plugin: what it logs and when, raw vs final gradients around a mutator, update
+ratios against a hand computation, non-finite values counted through the real writer, hooks
+only on logging steps, and an unchanged training trajectory."""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+from gradlog_plugins.histogram import KINDS, Histogram
+from plugin_test_helpers import (
+    PoisonParamGrad,
+    Recorder,
+    ScaleGrads,
+    baseline_losses,
+    read_events,
+    show,
+)
+
+from gradlog.plugin import PluginConfigError, resolve_plugins
+from gradlog.tensorboard import SummaryWriter
+from gradlog.testing import PluginHarness
+
+PARAMS = ["0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias"]
+LEAVES = ["0", "1", "2", "3", "4", "5", "6", "7"]
+
+
+def test_logs_every_kind_only_at_logging_steps_and_leaves_no_hooks():
+    h = PluginHarness(Histogram, every=2).run(steps=5)
+    for p in PARAMS:
+        for kind in ("weight", "grad_raw", "grad"):
+            assert h.histograms(f"histogram/{kind}/{p}").steps == [0, 2, 4]
+        assert h.scalars(f"histogram/update_ratio/{p}").steps == [0, 2, 4]
+    for m in LEAVES:
+        assert h.histograms(f"histogram/activation/{m}").steps == [0, 2, 4]
+    assert len(h.tags()) == 6 * 4 + 8
+    assert h.handles_left() == 0
+
+
+def test_values_are_the_real_tensors():
+    rec = Recorder()
+    h = PluginHarness(Histogram, every=1, plugins=[rec]).run(steps=3)
+    for step in range(3):
+        weights = rec.before[step][0]
+        for p in PARAMS:
+            logged = h.histograms(f"histogram/weight/{p}").values[step]
+            np.testing.assert_array_equal(logged, weights[p].reshape(-1))
+            raw = h.histograms(f"histogram/grad_raw/{p}").values[step]
+            np.testing.assert_array_equal(raw, rec.grads[step][p].reshape(-1))
+            assert raw.size == weights[p].size  # every element, nothing dropped
+    # the activation of the last layer is the logits: batch 16 x 4 classes
+    assert h.histograms("histogram/activation/7").values[0].size == 16 * 4
+
+
+def test_raw_gradients_are_unscaled_and_final_ones_scaled_by_the_mutator():
+    rec = Recorder()
+    h = PluginHarness(Histogram, every=1, kinds=["grad_raw", "grad"],
+                      plugins=[ScaleGrads(0.5), rec]).run(steps=3)
+    for step in range(3):
+        for p in PARAMS:
+            raw = h.histograms(f"histogram/grad_raw/{p}").values[step]
+            final = h.histograms(f"histogram/grad/{p}").values[step]
+            # raw: as backward made it; final: as the step used it
+            np.testing.assert_array_equal(raw, rec.grads[step][p].reshape(-1))
+            np.testing.assert_array_equal(final, 0.5 * raw)
+            assert np.abs(raw).max() > 0
+
+
+def test_update_ratio_equals_norm_of_delta_over_norm_of_weight():
+    rec = Recorder()
+    h = PluginHarness(Histogram, every=2, kinds=["update_ratio"], plugins=[rec]).run(steps=4)
+    for step in (0, 2):
+        before, after = rec.before[step][0], rec.after[step][0]
+        for p in PARAMS:
+            w0, w1 = before[p].astype(np.float64), after[p].astype(np.float64)
+            expected = np.linalg.norm(w1 - w0) / np.linalg.norm(w0)
+            series = h.scalars(f"histogram/update_ratio/{p}")
+            logged = series.values[series.steps.index(step)]
+            assert logged == pytest.approx(expected, rel=1e-6)
+            assert 1e-5 < logged < 1.0
+    assert h.scalars("histogram/update_ratio/0.weight").steps == [0, 2]
+
+
+def test_activation_hooks_exist_only_during_logging_steps():
+    rec = Recorder(count_hooks=True)
+    h = PluginHarness(Histogram, every=3, plugins=[rec]).run(steps=7)
+    # the recorder runs after the histogram's on_batch_start: 8 leaf modules hooked on steps
+    # 0, 3, 6 (until the backward), none otherwise and none at any batch end
+    assert rec.hooks_at_start == {0: 8, 1: 0, 2: 0, 3: 8, 4: 0, 5: 0, 6: 8}
+    assert set(rec.hooks_at_end.values()) == {0}
+    assert h.handles_left() == 0
+
+
+def test_nonfinite_values_are_counted_by_the_writer_and_buckets_hold_every_other(tmp_path):
+    h = PluginHarness(Histogram, every=1,
+                      plugins=[PoisonParamGrad("7.bias", steps={1}, value=math.inf)])
+    h.run_obj.writer = SummaryWriter(str(tmp_path))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the writer's one-time notice
+        h.run(steps=2)
+    histos, scalars = {}, {}
+    for event in read_events(tmp_path):
+        for v in event.summary.value:
+            if v.HasField("histo"):
+                histos[(v.tag, event.step)] = v.histo
+            else:
+                scalars[(v.tag, event.step)] = v.simple_value
+    sizes = {"0.weight": 36, "0.bias": 4, "3.weight": 288, "3.bias": 8, "7.weight": 32,
+             "7.bias": 4}
+    for p, n in sizes.items():
+        for step in (0, 1):
+            assert sum(histos[(f"histogram/weight/{p}", step)].bucket) == n
+            bad = 1 if (p, step) == ("7.bias", 1) else 0
+            for kind in ("grad_raw", "grad"):
+                proto = histos[(f"histogram/{kind}/{p}", step)]
+                assert sum(proto.bucket) == n - bad and proto.num == n - bad
+    assert scalars[("histogram/grad_raw/7.bias/nonfinite", 1)] == 1
+    assert scalars[("histogram/grad/7.bias/nonfinite", 1)] == 1
+    assert not any(tag.endswith("/nonfinite") and "7.bias" not in tag for tag, _ in scalars)
+    assert sum(histos[("histogram/activation/7", 0)].bucket) == 16 * 4
+
+
+def test_include_exclude_and_kinds_select_what_is_logged():
+    h = PluginHarness(Histogram, every=1, include=["3*", "4"], exclude=["*.bias"],
+                      kinds=["weight", "activation"]).run(steps=1)
+    assert h.tags() == ["histogram/activation/3", "histogram/activation/4",
+                        "histogram/weight/3.weight"]
+
+
+def test_losses_are_bit_identical_with_and_without_the_plugin():
+    base = baseline_losses(6)
+    assert PluginHarness(Histogram, every=1).run(steps=6).losses == base
+    assert PluginHarness(Histogram, every=4).run(steps=6).losses == base
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"every": 0}, ["every", ">= 1"]),
+    ({"kinds": ["weight", "gradient"]}, ["kinds", "'gradient'", ", ".join(KINDS)]),
+    ({"bins": 0}, ["bins", ">= 1"]),
+    ({"bins": "many"}, ["bins", "'many'", "tensorflow"]),
+    ({"colour": 1}, ["colour", "every, include"]),
+])
+def test_invalid_options_are_rejected_before_training(options, words):
+    with pytest.raises(PluginConfigError) as info:
+        Histogram(**options)
+    assert "histogram" in str(info.value)
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_cli_spec_and_show():
+    (plugin,) = resolve_plugins(['histogram:every=5,include=["fc*","conv*"],bins=30'])
+    assert (plugin.options.every, plugin.options.include, plugin.options.bins) == \
+        (5, ["fc*", "conv*"], 30)
+    with pytest.raises(PluginConfigError, match="kinds"):
+        resolve_plugins(['histogram:kinds=["weights"]'])
+    text = show("histogram")
+    assert "Histograms of weights" in text and "update_ratio" in text
+    for option in ("every", "include", "exclude", "kinds", "bins"):
+        assert f"  {option} (" in text
