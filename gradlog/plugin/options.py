@@ -98,6 +98,9 @@ def load_config(path: str) -> dict:
         raise PluginConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
         raise PluginConfigError(f"malformed TOML in config file {path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PluginConfigError(f"config file {path} is not UTF-8 text (byte {exc.start}: "
+                                f"{exc.reason})") from None
 
 
 # -- validation ------------------------------------------------------------------------------
