@@ -54,7 +54,7 @@ def _check_specs(ctx: click.Context, param: click.Parameter, value: tuple) -> tu
     return value
 
 
-@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("gradlog", cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="gradlog")
 def main() -> None:
     """gradlog: train with hook-driven plugins and log everything to TensorBoard.
@@ -223,10 +223,10 @@ def plugins_new(name: str, directory: str) -> None:
 def inspect_cmd(logdir: str) -> None:
     """Summarize the runs and tags in LOGDIR.
 
-    A quick look without a browser. Runs are LOGDIR and each directory below it with event files. Tags are grouped by prefix
-    (train/, val/, or the plugin's name), with their kind (scalar, histogram, image, text,
-    ...), the number of points, the step range and, for scalars, the last value. The files
-    are read with TensorBoard's own loader.
+    A quick look without a browser. Runs are LOGDIR and each directory below it with event
+    files. Tags are grouped by prefix (train/, val/, or the plugin's name), with their kind
+    (scalar, histogram, image, text, ...), the number of points, the step range and, for
+    scalars, the last value. The files are read with TensorBoard's own loader.
     """
     from .inspect import InspectError, format_report, inspect_logdir
     try:

@@ -1,0 +1,115 @@
+"""Fixtures for the CLI tests: a click runner, a tiny training configuration, and a fake
+installed distribution that declares two plugins (one working, one broken on import)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+FAKE_DIST = "gradlog-cli-fakes"
+FAKE_MODULES = ("gradlog_cli_fake_counter", "gradlog_cli_fake_broken")
+
+COUNTER = '''
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from gradlog.plugin import Plugin
+
+
+@dataclass
+class Options:
+    every: int = field(default=1, metadata={"help": "log every N steps", "min": 1})
+    mode: Literal["plain", "fancy"] = field(default="plain", metadata={"help": "a choice"})
+
+
+class Counter(Plugin):
+    """Counts steps; logs a scalar, a histogram and an image every N steps."""
+
+    name = "counter"
+    kind = "observer"
+    Options = Options
+
+    def on_batch_end(self, *, run):
+        if run.step % self.options.every == 0:
+            run.log_scalar("counter/step", run.step)
+            run.log_histogram("counter/weights", next(iter(run.model.parameters())))
+            run.log_image("counter/image", np.full((1, 4, 4), run.step % 2, np.float32))
+'''
+
+BROKEN = '''
+raise ImportError("this plugin is broken on purpose")
+'''
+
+
+@contextlib.contextmanager
+def fake_distribution(site: Path) -> Iterator[Path]:
+    """Install ``gradlog-cli-fakes`` (plugins ``counter`` and ``broken-thing``) into ``site``
+    and put it on ``sys.path`` for the block, as pip would put a real distribution."""
+    info = site / "gradlog_cli_fakes-0.0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {FAKE_DIST}\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[gradlog.plugins]\ncounter = gradlog_cli_fake_counter:Counter\n"
+        "broken-thing = gradlog_cli_fake_broken:Thing\n")
+    (site / "gradlog_cli_fake_counter.py").write_text(textwrap.dedent(COUNTER))
+    (site / "gradlog_cli_fake_broken.py").write_text(BROKEN)
+    sys.path.insert(0, str(site))
+    importlib.invalidate_caches()
+    try:
+        yield site
+    finally:
+        sys.path.remove(str(site))
+        for name in FAKE_MODULES:
+            sys.modules.pop(name, None)
+        importlib.invalidate_caches()
+
+
+@pytest.fixture
+def fakes(tmp_path: Path) -> Iterator[Path]:
+    with fake_distribution(tmp_path / "site") as site:
+        yield site
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+TINY = "[train]\ntrain_size = 64\nval_size = 32\nimage_size = 16\ntwo_object_size = 8\n"
+
+
+def tiny_train_args(config: Path, logdir: Path, *more: str) -> list[str]:
+    """``gradlog train`` on the shapes example in about a second: 2 steps of 32 images."""
+    return ["train", "--no-default-plugins", "--epochs", "1", "--batch-size", "32",
+            "--config", str(config), "--logdir", str(logdir), "-q", *more]
+
+
+@pytest.fixture
+def tiny_train(tmp_path: Path) -> Callable[..., list[str]]:
+    """``tiny_train(*more)``: arguments of a tiny ``gradlog train`` into ``tmp_path/run``."""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    return lambda *more: tiny_train_args(config, tmp_path / "run", *more)
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run of the tiny training with the fake ``counter`` plugin (and the broken fake
+    plugin installed but not enabled): train/, val/, counter/ tags, config and model text."""
+    from gradlog.cli import main
+    base = tmp_path_factory.mktemp("trained")
+    (base / "tiny.toml").write_text(TINY)
+    with fake_distribution(base / "site"):
+        result = CliRunner().invoke(main, tiny_train_args(base / "tiny.toml", base / "run",
+                                                          "-p", "counter:every=1"))
+    assert result.exit_code == 0, result.output
+    return base / "run"

@@ -1,0 +1,155 @@
+"""``gradlog plugins list/show/new``: built-ins, third-party and broken plugins."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from gradlog.cli import main
+from gradlog.plugin.discovery import discover
+from gradlog.plugin.options import describe_options
+from gradlog.train import DEFAULT_PLUGINS
+
+ROOT = Path(__file__).resolve().parents[2]
+BUILTINS = tomllib.loads((ROOT / "pyproject.toml").read_text())[
+    "project"]["entry-points"]["gradlog.plugins"]
+
+
+def _rows(output: str) -> dict[str, list[str]]:
+    lines = output.splitlines()
+    assert lines[0].split() == ["NAME", "DISTRIBUTION", "VERSION", "KIND", "STATUS"]
+    return {line.split()[0]: line.split(None, 4) for line in lines[1:]}
+
+
+def test_list_shows_the_builtins_with_kind_and_status(runner):
+    result = runner.invoke(main, ["plugins", "list"])
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.output)
+    assert set(BUILTINS) <= set(rows)
+    for name in BUILTINS:
+        _, dist, version, kind, status = rows[name]
+        assert dist == "gradlog" and version == "0.1.0"
+        if not status.startswith("broken: "):  # (built-ins still being written)
+            assert kind in ("observer", "mutator")
+            expected = "enabled by default" if name in DEFAULT_PLUGINS else "available"
+            assert status == expected
+    for name in DEFAULT_PLUGINS:
+        assert rows[name][3:] in (["observer", "enabled by default"],
+                                  ["mutator", "enabled by default"])
+    assert rows["nan-guard"][3] == "mutator"
+    assert rows["histogram"][3] == "observer"
+
+
+def test_list_shows_a_broken_plugin_as_broken_and_goes_on(runner, fakes):
+    result = runner.invoke(main, ["plugins", "list"])
+    assert result.exit_code == 0, result.output
+    rows = _rows(result.output)
+    assert rows["broken-thing"] == ["broken-thing", "gradlog-cli-fakes", "0.0.1", "?",
+                                    "broken: ImportError: this plugin is broken on purpose"]
+    assert rows["counter"] == ["counter", "gradlog-cli-fakes", "0.0.1", "observer",
+                               "available"]
+    assert rows["histogram"][3:] == ["observer", "enabled by default"]
+    assert "Traceback" not in result.output
+
+
+def test_list_does_not_import_plugins_until_asked(fakes):
+    assert {"counter", "broken-thing"} <= {i.name for i in discover()}  # nothing raised
+
+
+def test_show_prints_the_options_of_a_builtin(runner):
+    from gradlog.plugin import load
+    result = runner.invoke(main, ["plugins", "show", "histogram"])
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.startswith("histogram (observer, order 100)")
+    assert "options:" in out
+    for option in describe_options(load("histogram").Options):
+        assert f"  {option['name']} ({option['type']}" in out
+        assert f"default {option['default']!r}" in out
+        if option["help"]:
+            assert option["help"] in out
+    assert "every (int [1...], default 100)" in out
+    assert "registries it touches:" in out
+
+
+def test_show_prints_bounds_choices_and_help(runner, fakes):
+    result = runner.invoke(main, ["plugins", "show", "counter"])
+    assert result.exit_code == 0, result.output
+    assert "Counts steps; logs a scalar" in result.output
+    assert "every (int [1...], default 1)\n      log every N steps" in result.output
+    assert "mode ('plain' | 'fancy', default 'plain')" in result.output
+
+
+def test_show_unknown_plugin_exits_2_with_one_line(runner):
+    result = runner.invoke(main, ["plugins", "show", "nope"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("error: unknown plugin 'nope'; installed plugins: ")
+    assert "histogram" in result.stderr
+
+
+def test_show_broken_plugin_exits_1_with_its_error(runner, fakes):
+    result = runner.invoke(main, ["plugins", "show", "broken-thing"])
+    assert result.exit_code == 1
+    err = result.stderr
+    assert err.startswith("error: plugin 'broken-thing' from gradlog-cli-fakes 0.0.1")
+    assert "ImportError: this plugin is broken on purpose" in err
+    assert "Traceback" in err  # what a plugin author needs to fix it
+
+
+# -- plugins new ---------------------------------------------------------------------------
+def test_new_writes_a_plugin_package(runner, tmp_path):
+    result = runner.invoke(main, ["plugins", "new", "loss-window", "--dir", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    root = tmp_path / "gradlog-loss-window"
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    assert files == ["README.md", "pyproject.toml", "src/gradlog_loss_window/__init__.py",
+                     "src/gradlog_loss_window/plugin.py", "tests/test_loss_window.py"]
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert project["project"]["entry-points"]["gradlog.plugins"] == {
+        "loss-window": "gradlog_loss_window.plugin:LossWindow"}
+    assert f"created {root}/" in result.output
+    assert "pip install -e" in result.output and "gradlog train -p loss-window" in result.output
+
+
+def test_new_defaults_to_the_current_directory(runner, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(main, ["plugins", "new", "x2"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "gradlog-x2" / "src" / "gradlog_x2" / "plugin.py").is_file()
+
+
+def test_new_creates_a_missing_dir(runner, tmp_path):
+    result = runner.invoke(main, ["plugins", "new", "abc", "--dir", str(tmp_path / "a" / "b")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "a" / "b" / "gradlog-abc" / "pyproject.toml").is_file()
+
+
+@pytest.mark.parametrize("name", ["Bad", "1abc", "-abc", "abc-", "a_b", "a--b", "a.b",
+                                  "a b", "ümlaut"])
+def test_new_refuses_an_invalid_name(runner, tmp_path, name):
+    result = runner.invoke(main, ["plugins", "new", "--dir", str(tmp_path), "--", name])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith(f"error: invalid plugin name '{name}'")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_refuses_an_existing_directory(runner, tmp_path):
+    (tmp_path / "gradlog-mine").mkdir()
+    (tmp_path / "gradlog-mine" / "keep.txt").write_text("mine")
+    result = runner.invoke(main, ["plugins", "new", "mine", "--dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1
+    assert "already exists" in result.stderr
+    assert [p.name for p in (tmp_path / "gradlog-mine").iterdir()] == ["keep.txt"]
+
+
+def test_new_refuses_the_name_of_an_installed_plugin(runner, tmp_path):
+    result = runner.invoke(main, ["plugins", "new", "histogram", "--dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert result.stderr == ("error: a plugin named 'histogram' is already installed (from "
+                             "gradlog); choose another name\n")

@@ -1,0 +1,152 @@
+"""Every user error of ``gradlog train`` exits with status 2 and one line, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+from gradlog.cli import main
+
+
+def assert_user_error(result, *fragments: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("error: ")
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+def test_unknown_plugin(runner, tiny_train):
+    result = runner.invoke(main, tiny_train("-p", "nope"))
+    assert_user_error(result, "unknown plugin 'nope'; installed plugins: ", "histogram")
+
+
+@pytest.mark.parametrize("spec,says", [
+    ("grad-clip:max_norm", "malformed plugin option 'max_norm' in 'grad-clip:max_norm' "
+                           "(expected key=value)"),
+    (":x=1", "malformed plugin specification ':x=1'"),
+    ("a:b=[1,2", "unclosed bracket"),
+    ("a:b=1]", "unbalanced ']'"),
+    ("a:", "nothing after ':'"),
+    ("a:b=1,b=2", "option 'b' given twice"),
+    ("", "empty plugin specification"),
+])
+def test_malformed_plugin_string(runner, tiny_train, spec, says):
+    result = runner.invoke(main, tiny_train("-p", spec))
+    assert_user_error(result, "Invalid value for '-p' / '--plugin'", says,
+                      "(see 'gradlog train --help')")
+
+
+def test_unknown_option_key(runner, tiny_train, fakes):
+    result = runner.invoke(main, tiny_train("-p", "counter:nope=1"))
+    assert_user_error(result, "plugin 'counter' has no option 'nope'; its options are: every, "
+                              "mode")
+
+
+@pytest.mark.parametrize("spec,says", [
+    ("counter:every=0", "bad value 0 for option 'every' (int): must be >= 1"),
+    ("counter:every=abc", "bad value 'abc' for option 'every' (int): expected an integer"),
+    ("counter:every=1.5", "expected an integer"),
+    ("counter:mode=odd", "must be one of 'plain', 'fancy'"),
+])
+def test_bad_option_value(runner, tiny_train, fakes, spec, says):
+    assert_user_error(runner.invoke(main, tiny_train("-p", spec)), "plugin 'counter'", says)
+
+
+def test_bad_option_value_in_the_config_file(runner, tiny_train, fakes, tmp_path):
+    args = tiny_train()
+    config = tmp_path / "tiny.toml"
+    config.write_text(config.read_text() + "\n[plugins.counter]\nevery = -3\n")
+    assert_user_error(runner.invoke(main, args), "plugin 'counter'", "must be >= 1")
+
+
+def test_plugin_enabled_twice(runner, tiny_train, fakes):
+    result = runner.invoke(main, tiny_train("-p", "counter", "-p", "counter:every=2"))
+    assert_user_error(result, "plugin 'counter' is enabled twice")
+
+
+def test_missing_example_file(runner, tiny_train, tmp_path):
+    missing = str(tmp_path / "missing.py")
+    result = runner.invoke(main, [*tiny_train(), missing])
+    assert_user_error(result, f"example file not found: {missing}")
+
+
+def test_unknown_builtin_example(runner, tiny_train):
+    assert_user_error(runner.invoke(main, [*tiny_train(), "nosuch"]), "unknown example 'nosuch'")
+
+
+def test_example_file_without_build(runner, tiny_train, tmp_path):
+    path = tmp_path / "nobuild.py"
+    path.write_text("x = 1\n")
+    assert_user_error(runner.invoke(main, [*tiny_train(), str(path)]),
+                      "does not define build(config)")
+
+
+def test_missing_config_file(runner, tmp_path):
+    result = runner.invoke(main, ["train", "--config", str(tmp_path / "nope.toml"),
+                                  "--logdir", str(tmp_path / "run")])
+    assert_user_error(result, "config file not found")
+
+
+def test_malformed_config_file(runner, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train\nepochs = 1\n")
+    result = runner.invoke(main, ["train", "--config", str(bad), "--logdir",
+                                  str(tmp_path / "run")])
+    assert_user_error(result, f"malformed TOML in config file {bad}")
+
+
+def test_unreadable_config_file(runner, tmp_path):
+    bad = tmp_path / "binary.toml"
+    bad.write_bytes(b"\xff\xfe\x00garbage")
+    result = runner.invoke(main, ["train", "--config", str(bad), "--logdir",
+                                  str(tmp_path / "run")])
+    assert_user_error(result, str(bad))
+
+
+def test_config_path_that_is_a_directory(runner, tmp_path):
+    result = runner.invoke(main, ["train", "--config", str(tmp_path)])
+    assert_user_error(result, "--config", "is a directory")
+
+
+def test_config_train_entry_that_is_not_a_table(runner, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("train = 3\n")
+    result = runner.invoke(main, ["train", "--config", str(bad), "--logdir",
+                                  str(tmp_path / "run")])
+    assert_user_error(result, "[train] entry must be a table")
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--epochs", "0"], "Invalid value for '--epochs': 0 is not in the range x>=1"),
+    (["--epochs", "many"], "'many' is not a valid integer"),
+    (["--batch-size", "0"], "Invalid value for '--batch-size'"),
+    (["--lr", "0"], "Invalid value for '--lr'"),
+    (["--frobnicate"], "No such option"),
+])
+def test_bad_command_line_values(runner, tmp_path, args, says):
+    result = runner.invoke(main, ["train", *args, "--logdir", str(tmp_path / "run")])
+    assert_user_error(result, says)
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_value_in_the_config_train_table(runner, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[train]\nepochs = 0\n")
+    result = runner.invoke(main, ["train", "--config", str(bad), "--logdir",
+                                  str(tmp_path / "run")])
+    assert_user_error(result, "--epochs must be a positive integer, got 0")
+
+
+def test_a_run_directory_that_already_holds_a_run(runner, trained_run):
+    result = runner.invoke(main, ["train", "--logdir", str(trained_run)])
+    assert_user_error(result, f"{trained_run} already holds a run", "--resume")
+
+
+def test_an_enabled_broken_plugin_stops_the_run_before_training(runner, tiny_train, fakes,
+                                                                tmp_path):
+    result = runner.invoke(main, tiny_train("-p", "broken-thing"))
+    assert result.exit_code == 1  # not a usage error: the installed plugin is broken
+    assert result.stderr.startswith("error: plugin 'broken-thing' from gradlog-cli-fakes 0.0.1")
+    assert "ImportError: this plugin is broken on purpose" in result.stderr
+    assert not any((tmp_path / "run").glob("*tfevents*"))
