@@ -222,6 +222,11 @@ class Trainer:
                 self._try_checkpoint(err)
                 self.say("training stopped by a plugin")
                 return 0
+            except PluginConfigError as exc:  # found in a plugin's setup: still a user error
+                self._finish_quietly(exc)
+                self.run.writer.close()
+                err.write(f"error: {exc}\n")
+                return 2
             except (PluginError, PluginAbort) as exc:
                 self.run.finish(error=exc)
                 err.write(f"error: {exc}\n")
