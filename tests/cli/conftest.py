@@ -29,6 +29,7 @@ from gradlog.plugin import Plugin
 class Options:
     every: int = field(default=1, metadata={"help": "log every N steps", "min": 1})
     mode: Literal["plain", "fancy"] = field(default="plain", metadata={"help": "a choice"})
+    module: str = field(default="", metadata={"help": "a module to hook, by name"})
 
 
 class Counter(Plugin):
@@ -37,6 +38,10 @@ class Counter(Plugin):
     name = "counter"
     kind = "observer"
     Options = Options
+
+    def setup(self, run):
+        if self.options.module:
+            run.hooks.register_forward_hook(self.options.module, lambda *args: None)
 
     def on_batch_end(self, *, run):
         if run.step % self.options.every == 0:

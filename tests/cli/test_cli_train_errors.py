@@ -40,7 +40,7 @@ def test_malformed_plugin_string(runner, tiny_train, spec, says):
 def test_unknown_option_key(runner, tiny_train, fakes):
     result = runner.invoke(main, tiny_train("-p", "counter:nope=1"))
     assert_user_error(result, "plugin 'counter' has no option 'nope'; its options are: every, "
-                              "mode")
+                              "mode, module")
 
 
 @pytest.mark.parametrize("spec,says", [
@@ -58,6 +58,12 @@ def test_bad_option_value_in_the_config_file(runner, tiny_train, fakes, tmp_path
     config = tmp_path / "tiny.toml"
     config.write_text(config.read_text() + "\n[plugins.counter]\nevery = -3\n")
     assert_user_error(runner.invoke(main, args), "plugin 'counter'", "must be >= 1")
+
+
+def test_bad_option_value_found_when_the_plugin_attaches(runner, tiny_train, fakes):
+    result = runner.invoke(main, tiny_train("-p", "counter:module=nope"))
+    assert_user_error(result, "plugin 'counter': the model has no module 'nope'; its modules "
+                              "are: 0, 1, 2")
 
 
 def test_plugin_enabled_twice(runner, tiny_train, fakes):
