@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...autograd.tensor import Tensor
@@ -37,7 +38,13 @@ class Unflatten(Module):
         self.unflattened_size = tuple(unflattened_size)
 
     def forward(self, input: Tensor) -> Tensor:
-        return input.unflatten(self.dim, self.unflattened_size)
+        sizes = self.unflattened_size
+        if -1 not in sizes and input.dim():
+            n = input.shape[self.dim]
+            if math.prod(sizes) != n:
+                raise RuntimeError(f"unflatten: Provided sizes {list(sizes)} don't multiply up "
+                                   f"to the size of dim {self.dim} ({n}) in the input tensor")
+        return input.unflatten(self.dim, sizes)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
