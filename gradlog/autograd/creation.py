@@ -66,6 +66,9 @@ def _finish(arr: np.ndarray, dtype: Any, requires_grad: bool) -> Tensor:
         arr = arr.astype(_np_dtype(dtype), copy=False)
     t = wrap(arr)
     if requires_grad:
+        if arr.dtype.kind != "f":
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require "
+                               "gradients")
         t.requires_grad_(True)
     return t
 
@@ -109,9 +112,14 @@ def legacy_tensor_data(args: tuple) -> np.ndarray:
     raise TypeError(f"Tensor(): invalid arguments {args!r}")
 
 
-def _size(size: tuple) -> tuple:
+def _flat_size(size: tuple) -> tuple:
     if len(size) == 1 and isinstance(size[0], (Sequence, np.ndarray)):
-        size = tuple(size[0])
+        return tuple(size[0])
+    return size
+
+
+def _size(size: tuple) -> tuple:
+    size = _flat_size(size)
     out = []
     for s in size:
         if isinstance(s, Tensor):
@@ -132,6 +140,8 @@ def _float_dtype(dtype: Any) -> np.dtype:
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False,
           out: Any = None) -> Tensor:
+    if any(isinstance(s, (int, np.integer)) and s < 0 for s in _flat_size(size)):
+        raise RuntimeError("zeros: Dimension size must be non-negative.")  # PyTorch's own text
     return _finish(np.zeros(_size(size), _float_dtype(dtype)), None, requires_grad)
 
 

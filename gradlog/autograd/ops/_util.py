@@ -50,6 +50,29 @@ def result_dtype(a: np.ndarray, b: np.ndarray) -> np.dtype:
     return np.promote_types(da, db)
 
 
+def shape_of(x: Any) -> tuple:
+    return x._data.shape if isinstance(x, Tensor) else np.shape(x)
+
+
+def check_broadcast(*shapes: tuple) -> None:
+    """Raise PyTorch's RuntimeError if ``shapes`` do not broadcast together (numpy's ValueError
+    says the same less precisely)."""
+    out = tuple(shapes[0])
+    for shape in shapes[1:]:
+        n = max(len(out), len(shape))
+        a, b = (1,) * (n - len(out)) + out, (1,) * (n - len(shape)) + tuple(shape)
+        for i in range(n - 1, -1, -1):  # PyTorch reports the first mismatch from the right
+            if a[i] != b[i] and a[i] != 1 and b[i] != 1:
+                raise RuntimeError(f"The size of tensor a ({a[i]}) must match the size of tensor "
+                                   f"b ({b[i]}) at non-singleton dimension {i}")
+        out = tuple(x if y == 1 else y for x, y in zip(a, b))
+
+
+def scalar_type_name(dtype: np.dtype) -> str:
+    """PyTorch's name of a scalar type in messages: Float, Double, Long, Int, Bool, ..."""
+    return dtypes.as_dtype(np.dtype(dtype)).legacy_name.removesuffix("Tensor")
+
+
 def promote_dtypes(a: np.dtype, b: np.dtype) -> np.dtype:
     """PyTorch's promotion of two dimensioned operands' dtypes: the higher category wins
     (bool < int < float: int64 with float32 is float32), else the wider type."""

@@ -11,6 +11,7 @@ from ..function import Op
 from ..tensor import Tensor
 from ._util import (
     as_float,
+    check_broadcast,
     is_number,
     python_scalar,
     result_dtype,
@@ -200,7 +201,11 @@ def binary(op: type, a: Any, b: Any) -> Tensor:
     if isinstance(b, Tensor):
         if a._data.dtype != b._data.dtype:
             a, b = _promote(a, b)
-        return op.apply(a, b)
+        try:
+            return op.apply(a, b)
+        except ValueError:
+            check_broadcast(a._data.shape, b._data.shape)
+            raise
     if is_number(b):
         dt = scalar_result_dtype(a._data, b)
         if dt != a._data.dtype:
@@ -278,7 +283,13 @@ def div(input: Any, other: Any, *, rounding_mode: str | None = None) -> Tensor:
         input = input.to(dt)
     if isinstance(other, Tensor) and other._data.dtype != dt:
         other = other.to(dt)
-    return Div.apply(input, other if isinstance(other, Tensor) else python_scalar(other))
+    if not isinstance(other, Tensor):
+        return Div.apply(input, python_scalar(other))
+    try:
+        return Div.apply(input, other)
+    except ValueError:
+        check_broadcast(input._data.shape, other._data.shape)
+        raise
 
 
 true_divide = divide = div
@@ -294,7 +305,7 @@ def _rounded_div(a: Tensor, b: Any, mode: str) -> Tensor:
         out = np.trunc(q).astype(result_dtype(a._data, np.asarray(bd)) if isinstance(
             b, Tensor) else scalar_result_dtype(a._data, b))
     else:
-        raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                          f"found '{mode}'")
     return wrap(np.asarray(out))
 
@@ -402,13 +413,21 @@ def remainder(input: Any, other: Any) -> Tensor:
 
 def _add_method(self: Tensor, other: Any) -> Tensor:
     if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
-        return Add.apply(self, other)  # the common case, without the promotion checks
+        try:
+            return Add.apply(self, other)  # the common case, without the promotion checks
+        except ValueError:
+            check_broadcast(self._data.shape, other._data.shape)
+            raise
     return binary(Add, self, other)
 
 
 def _mul_method(self: Tensor, other: Any) -> Tensor:
     if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
-        return Mul.apply(self, other)
+        try:
+            return Mul.apply(self, other)
+        except ValueError:
+            check_broadcast(self._data.shape, other._data.shape)
+            raise
     return binary(Mul, self, other)
 
 

@@ -10,7 +10,14 @@ import numpy as np
 
 from ..function import Op
 from ..tensor import Tensor, _wrap_dim, wrap
-from ._util import result_dtype, scalar_result_dtype, unbroadcast
+from ._util import (
+    check_broadcast,
+    result_dtype,
+    scalar_result_dtype,
+    scalar_type_name,
+    shape_of,
+    unbroadcast,
+)
 from .reduction import _GatherAlong
 
 __all__ = ["eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite", "logical_not",
@@ -116,7 +123,7 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
     cond = np.asarray(_raw(condition))
     if cond.dtype != np.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
-                           f"with dtype {cond.dtype}")
+                           f"with dtype {scalar_type_name(cond.dtype)}")
     a_t, b_t = isinstance(input, Tensor), isinstance(other, Tensor)
     if a_t and b_t:
         dt = result_dtype(input._data, other._data)
@@ -136,7 +143,11 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
         input = np.asarray(input, dtype=dt)
     if not b_t:
         other = np.asarray(other, dtype=dt)
-    return Where.apply(cond, input, other)
+    try:
+        return Where.apply(cond, input, other)
+    except ValueError:
+        check_broadcast(cond.shape, shape_of(input), shape_of(other))
+        raise
 
 
 def _where_method(self: Tensor, condition: Any, y: Any) -> Tensor:
@@ -184,6 +195,11 @@ def minimum(input: Tensor, other: Any) -> Tensor:
     return _binary_maxmin(Minimum, input, other)
 
 
+_CPP_TYPE = {"int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+             "uint8": "unsigned char", "float32": "float", "float64": "double",
+             "float16": "c10::Half"}  # the type names in PyTorch's masked_fill message
+
+
 class MaskedFill(Where):
     node_name = "MaskedFillBackward0"
 
@@ -193,7 +209,7 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
     m = np.asarray(_raw(mask))
     if m.dtype != np.bool_:
         raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
-                           f"{m.dtype}")
+                           f"{_CPP_TYPE.get(m.dtype.name, m.dtype.name)}")
     if isinstance(value, Tensor):
         if value._data.ndim:
             raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got "

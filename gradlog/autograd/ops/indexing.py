@@ -55,7 +55,10 @@ def _index(a: np.ndarray, idx: tuple) -> np.ndarray:
     try:
         return a[idx]
     except IndexError as exc:
-        raise IndexError(str(exc).replace("axis", "dimension")) from None
+        text = str(exc)
+        if text.startswith("too many indices"):
+            text = f"too many indices for tensor of dimension {a.ndim}"
+        raise IndexError(text.replace("axis", "dimension")) from None
 
 
 class BasicIndex(Op):

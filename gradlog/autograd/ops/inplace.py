@@ -9,6 +9,7 @@ base see the change. Either way the version counter (shared with views) goes up 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 from ..function import Op, _NoGradCtx
 from ..grad_mode import state as _mode
 from ..tensor import Tensor, wrap
+from ._util import check_broadcast, scalar_type_name
 
 __all__ = ["apply_inplace"]
 
@@ -35,7 +37,7 @@ def apply_inplace(self: Tensor, fast: Any, graph: Any, others: tuple = ()) -> Te
         try:
             fast(self._data)
         except (TypeError, ValueError) as exc:
-            raise RuntimeError(_cast_message(exc, self)) from None
+            raise RuntimeError(_cast_message(exc, self, others)) from None
         self._bump_version()
         return self
     if self._base is not None:
@@ -161,11 +163,19 @@ def _inplace_on_view(self: Tensor, graph: Any) -> Tensor:
     return self
 
 
-def _cast_message(exc: Exception, t: Tensor) -> str:
+def _cast_message(exc: Exception, t: Tensor, others: tuple) -> str:
+    """PyTorch's message for numpy's error in an in-place op."""
     text = str(exc)
     if "Cannot cast ufunc" in text or "casting rule" in text:
         return (f"result type Float can't be cast to the desired output type "
-                f"{t.dtype.name.title()}")
+                f"{scalar_type_name(t._data.dtype)}")
+    if "could not be broadcast" in text:
+        check_broadcast(t._data.shape, *(o._data.shape for o in others))
+    found = re.match(r"non-broadcastable output operand with shape \(([\d, ]*)\) doesn't match "
+                     r"the broadcast shape \(([\d, ]*)\)", text)
+    if found:
+        out, full = ([int(v) for v in g.split(",") if v.strip()] for g in found.groups())
+        return f"output with shape {out} doesn't match the broadcast shape {full}"
     return text
 
 

@@ -116,7 +116,7 @@ def cat(tensors: Any, dim: int = 0, *, out: Any = None) -> Tensor:
     """Concatenate along an existing dimension; all other sizes must match."""
     tensors = [t for t in tensors]
     if not tensors:
-        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+        raise ValueError("gradlog.cat(): expected a non-empty list of Tensors")
     for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"expected Tensor as element {i} in argument 0, but got "

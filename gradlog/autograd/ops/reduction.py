@@ -11,7 +11,7 @@ import numpy as np
 from .. import dtypes
 from ..function import Op
 from ..tensor import Tensor, _wrap_dim, wrap
-from ._util import as_float, normalize_dims
+from ._util import as_float, normalize_dims, scalar_type_name
 
 __all__ = ["sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
            "norm", "prod", "logsumexp", "cumsum", "any", "all", "aminmax", "count_nonzero"]
@@ -89,7 +89,8 @@ class MeanDim(Mean):
 def mean(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = None) -> Tensor:
     if input._data.dtype.kind != "f" and dtype is None:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a "
-                           f"floating point or complex dtype. Got: {input.dtype.name.title()}")
+                           f"floating point or complex dtype. Got: "
+                           f"{scalar_type_name(input._data.dtype)}")
     if dtype is not None:
         input = input.to(dtype)
     dims = normalize_dims(dim, input._data.ndim)
@@ -130,21 +131,28 @@ class MinAll(Amin):
     node_name = "MinBackward1"
 
 
-def _check_nonempty(input: Tensor, name: str, dims: tuple) -> None:
-    if input._data.size == 0 and (not dims or any(input._data.shape[d] == 0 for d in dims)):
-        raise IndexError(f"{name}(): Expected reduction dim to be specified for input.numel() "
-                         "== 0. Specify the reduction dim with the 'dim' argument.")
+def _check_nonempty(input: Tensor, name: str, dims: tuple | None) -> None:
+    """PyTorch's errors for reducing an empty tensor: over all of it (``dims`` None), or over a
+    dimension of size 0."""
+    if input._data.size:
+        return
+    if dims is None:
+        raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                           "== 0. Specify the reduction dim with the 'dim' argument.")
+    for d in dims:
+        if input._data.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def amax(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     dims = normalize_dims(dim if dim != () else None, input._data.ndim)
-    _check_nonempty(input, "amax", dims)
+    _check_nonempty(input, "amax", dims if dim != () else None)
     return AmaxAmin.apply(input, dims, keepdim)
 
 
 def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     dims = normalize_dims(dim if dim != () else None, input._data.ndim)
-    _check_nonempty(input, "amin", dims)
+    _check_nonempty(input, "amin", dims if dim != () else None)
     return Amin.apply(input, dims, keepdim)
 
 
@@ -214,7 +222,7 @@ def _max_min(input: Tensor, dim: Any, keepdim: bool, other: Any, is_max: bool) -
         from .compare import maximum, minimum
         return (maximum if is_max else minimum)(input, other)
     if dim is None:
-        _check_nonempty(input, name, ())
+        _check_nonempty(input, name, None)
         dims = tuple(range(input._data.ndim))
         return (MaxAll if is_max else MinAll).apply(input, dims, False)
     d = _wrap_dim(dim, input._data.ndim)
@@ -247,15 +255,23 @@ def aminmax(input: Tensor, *, dim: Any = None, keepdim: bool = False) -> tuple:
 
 def argmax(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     if dim is None:
+        if not input._data.size:
+            raise IndexError("argmax(): Expected reduction dim to be specified for input.numel() "
+                             "== 0.")
         return wrap(np.asarray(np.argmax(input._data), dtype=np.int64))
     d = _wrap_dim(dim, input._data.ndim)
+    _check_nonempty(input, "argmax", (d,) if input._data.ndim else ())
     return wrap(np.asarray(np.argmax(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
 
 
 def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tensor:
     if dim is None:
+        if not input._data.size:
+            raise IndexError("argmin(): Expected reduction dim to be specified for input.numel() "
+                             "== 0.")
         return wrap(np.asarray(np.argmin(input._data), dtype=np.int64))
     d = _wrap_dim(dim, input._data.ndim)
+    _check_nonempty(input, "argmin", (d,) if input._data.ndim else ())
     return wrap(np.asarray(np.argmin(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
 
 
