@@ -27,16 +27,15 @@ def _outputs(fn: Any, inputs: tuple) -> tuple:
 def _numerical(fn: Any, inputs: tuple, i: int, out_idx: int, eps: float) -> np.ndarray:
     """d out[out_idx] / d inputs[i] as a (numel_in, numel_out) matrix, central differences."""
     x = inputs[i]._data
-    flat = x.reshape(-1)
     out0 = _outputs(fn, inputs)[out_idx]._data
-    jac = np.zeros((flat.size, out0.size), dtype=np.float64)
-    for k in range(flat.size):
-        orig = flat[k]
-        flat[k] = orig + eps
+    jac = np.zeros((x.size, out0.size), dtype=np.float64)
+    for k, pos in enumerate(np.ndindex(x.shape)):  # in place, whatever the input's layout
+        orig = x[pos]
+        x[pos] = orig + eps
         plus = _outputs(fn, inputs)[out_idx]._data.astype(np.float64).reshape(-1)
-        flat[k] = orig - eps
+        x[pos] = orig - eps
         minus = _outputs(fn, inputs)[out_idx]._data.astype(np.float64).reshape(-1)
-        flat[k] = orig
+        x[pos] = orig
         jac[k] = (plus - minus) / (2 * eps)
     return jac
 
@@ -100,9 +99,9 @@ def gradgradcheck(fn: Any, inputs: Any, *, eps: float = 1e-6, atol: float = 1e-5
     vs = [wrap(rng.standard_normal(o._data.shape)) for o in outs]
 
     def first_grads(*xs: Tensor) -> tuple:
-        ys = [o for o in _outputs(fn, xs) if o._requires_grad]
-        gs = autograd_grad(ys, [xs[i] for i in diff], vs[:len(ys)], create_graph=True,
-                           allow_unused=True)
+        pairs = [(o, v) for o, v in zip(_outputs(fn, xs), vs) if o._requires_grad]
+        gs = autograd_grad([o for o, _ in pairs], [xs[i] for i in diff], [v for _, v in pairs],
+                           create_graph=True, allow_unused=True)
         return tuple(g for g in gs if g is not None)
 
     return gradcheck(first_grads, inputs, eps=eps, atol=atol, rtol=rtol)

@@ -149,3 +149,18 @@ def test_gradgradcheck_catches_a_backward_that_is_not_differentiable():
     assert gl.autograd.gradcheck(Detached.apply, (x,))
     with pytest.raises(gl.autograd.GradcheckError):
         gl.autograd.gradgradcheck(Detached.apply, (x,))
+
+
+def test_gradgradcheck_with_a_non_differentiable_first_output():
+    def indices_then_values(x):
+        values, indices = x.sort()
+        return indices[:2], values * values  # shapes differ: v must pair with its output
+
+    x = gl.tensor([0.5, -1.5, 2.0], dtype=gl.float64, requires_grad=True)
+    assert gl.autograd.gradcheck(indices_then_values, (x,))
+    assert gl.autograd.gradgradcheck(indices_then_values, (x,))
+
+
+def test_gradcheck_perturbs_a_non_contiguous_input():
+    x = gl.tensor([[0.5, -1.5], [2.0, 0.3]], dtype=gl.float64).t().requires_grad_()
+    assert gl.autograd.gradcheck(lambda t: (t * t).sum(0), (x,))
