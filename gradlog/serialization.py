@@ -35,8 +35,12 @@ _ARRAY_KINDS = "biufcUS"  # numeric, bool and fixed-width strings: all load with
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
-class CheckpointError(RuntimeError):
-    """A file could not be read as a gradlog checkpoint (the message names the file)."""
+class CheckpointError(RuntimeError, ValueError):
+    """A file could not be read as a gradlog checkpoint (the message names the file).
+
+    A ``RuntimeError`` as PyTorch raises for unreadable checkpoints, and a ``ValueError``
+    like numpy's and json's errors for bad file contents, so either ``except`` catches it.
+    """
 
 
 def save(obj: Any, f: str | os.PathLike | IO[bytes]) -> None:

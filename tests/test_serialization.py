@@ -180,6 +180,13 @@ def test_file_and_directory_are_fsynced_before_and_after_the_rename(tmp_path, mo
 
 # -- refusing bad files ------------------------------------------------------------------------
 
+def test_checkpoint_errors_are_runtime_and_value_errors(tmp_path):
+    (tmp_path / "f").write_bytes(b"junk")
+    for kind in (RuntimeError, ValueError):
+        with pytest.raises(kind):
+            gl.load(tmp_path / "f")
+
+
 def test_truncated_file_names_path(tmp_path):
     path = tmp_path / "t.ckpt"
     gl.save({"w": gl.randn(50, 50)}, path)
