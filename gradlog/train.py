@@ -102,7 +102,7 @@ def train(options: TrainOptions, out: TextIO | None = None, err: TextIO | None =
     except PluginLoadError as exc:
         err.write(f"error: {exc}\n")
         return 1
-    return trainer.run(err)
+    return trainer.execute(err)
 
 
 class Trainer:
@@ -209,7 +209,7 @@ class Trainer:
         return runs.save_checkpoint(self.run_dir, self._state())
 
     # -- running -----------------------------------------------------------------------------
-    def run(self, err: TextIO) -> int:
+    def execute(self, err: TextIO) -> int:
         with self._signals():
             try:
                 return self._run()
@@ -260,7 +260,8 @@ class Trainer:
                      + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
         run.finish()
         self._log_hparams(metrics if self.config["epochs"] > 0 else {})
-        self.say(f"\nview the run:  tensorboard --logdir {self.run_dir}")
+        print(f"{'' if self.opts.quiet else chr(10)}view the run:  tensorboard --logdir "
+              f"{self.run_dir}", file=self.out)
         return 0
 
     def _train_epoch(self) -> None:
