@@ -27,3 +27,21 @@ def check(fn: Any, *inputs: gl.Tensor, double: bool = False) -> None:
     assert gl.autograd.gradcheck(fn, inputs)
     if double:
         assert gl.autograd.gradgradcheck(fn, inputs)
+
+
+def check_vjp(fn: Any, *inputs: gl.Tensor, seed: int = 5) -> None:
+    """Assert the backward itself is differentiable in every argument, including the upstream
+    gradient ``v``: gradcheck of ``(inputs, v) -> grad(fn(inputs), inputs, v)``."""
+    out = fn(*inputs)
+    v = gl.tensor(np.random.default_rng(seed).standard_normal(tuple(out.shape)),
+                  dtype=gl.float64, requires_grad=True)
+    diff = [t for t in inputs if t.requires_grad]
+
+    def vjp(*args: gl.Tensor) -> tuple:
+        *xs, v = args
+        grads = gl.autograd.grad(fn(*xs), [x for x in xs if x.requires_grad], v,
+                                 create_graph=True)
+        return tuple(grads)
+
+    assert diff, "no input requires grad"
+    assert gl.autograd.gradcheck(vjp, (*inputs, v))

@@ -2,11 +2,11 @@
 
 Cross-entropy with class indices is one node (log-softmax and the negative log-likelihood
 fused), since it sits on every classifier's hot path: the forward is one log-sum-exp pass in
-numpy (no overflow for logits of 1e4), the backward is ``(softmax * r - A) * scale`` with
-tensor ops, where ``A`` holds each row's target weights (one-hot times the class weight,
-spread by label smoothing) and ``r`` their row sums. The softmax enters through an op whose
-forward returns the probabilities the forward already computed, so no work is repeated and
-double backward still sees it as a function of the logits.
+numpy (no overflow for logits of 1e4) that keeps the softmax; the backward is one more node,
+``(softmax * r - A) * scale``, where ``A`` holds each row's target weights (one-hot times the
+class weight, spread by label smoothing) and ``r`` their row sums. That node computes its
+value from the kept softmax in one numpy expression, and its own gradient with tensor ops, so
+double backward works.
 """
 
 from __future__ import annotations
@@ -38,25 +38,31 @@ class _Probabilities(Softmax):
 
 
 class _Targets:
-    """Per-row target data of a (M, C) problem: safe class indices, each row's weight (0 for
-    ignored rows), the class weights, the label smoothing and the reduction."""
+    """The targets of an (M, C) problem: safe class indices, which rows count (``valid``,
+    None when all do), each row's weight, the class weights, label smoothing, reduction."""
 
-    __slots__ = ("index", "row_weight", "class_weight", "smoothing", "reduction", "denom")
+    __slots__ = ("index", "valid", "row_weight", "class_weight", "smoothing", "reduction",
+                 "denom")
 
-    def __init__(self, index: np.ndarray, row_weight: np.ndarray, class_weight: Any,
-                 smoothing: float, reduction: str) -> None:
-        self.index, self.row_weight, self.class_weight = index, row_weight, class_weight
-        self.smoothing, self.reduction = smoothing, reduction
+    def __init__(self, index: np.ndarray, valid: np.ndarray | None, row_weight: np.ndarray,
+                 class_weight: Any, smoothing: float, reduction: str) -> None:
+        self.index, self.valid, self.row_weight = index, valid, row_weight
+        self.class_weight, self.smoothing, self.reduction = class_weight, smoothing, reduction
         self.denom = float(row_weight.sum())  # 'mean' divides by the total target weight
+
+    def _spread(self, c: int, dtype: np.dtype) -> np.ndarray:
+        """Label smoothing's share of each class for each counted row, (M, C)."""
+        cw = self.class_weight if self.class_weight is not None else np.ones(c, dtype)
+        share = (cw * (self.smoothing / c)).astype(dtype)
+        if self.valid is None:
+            return np.broadcast_to(share, (self.index.shape[0], c))
+        return self.valid[:, None] * share
 
     def coefficients(self, c: int, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
         """``A`` (M, C), the weight each logit's log-probability gets, and its row sums."""
-        m, eps = self.index.shape[0], self.smoothing
-        a = np.zeros((m, c), dtype=dtype)
-        a[np.arange(m), self.index] = self.row_weight * (1.0 - eps)
-        if eps:
-            cw = self.class_weight if self.class_weight is not None else np.ones(c, dtype)
-            a += (self.row_weight != 0)[:, None] * (cw * (eps / c)).astype(dtype)
+        m = self.index.shape[0]
+        a = self._spread(c, dtype).copy() if self.smoothing else np.zeros((m, c), dtype)
+        a[np.arange(m), self.index] += self.row_weight * (1.0 - self.smoothing)
         return a, a.sum(1, keepdims=True)
 
     def reduce(self, per_row: np.ndarray) -> np.ndarray:
@@ -68,13 +74,16 @@ class _Targets:
         with np.errstate(invalid="ignore", divide="ignore"):
             return total / per_row.dtype.type(self.denom)
 
-    def scaled(self, g: Tensor) -> Tensor:
-        """The upstream gradient as a per-row factor (the mean's 1/denominator included)."""
-        if self.reduction == "none":
-            return g.reshape(-1, 1)
+    def factor(self) -> float:
+        """The constant the reduction puts in front of each row's loss (0 when no row
+        counts: the loss is NaN then, and PyTorch's gradient is 0)."""
         if self.reduction == "mean":
-            return g * (1.0 / self.denom if self.denom else 0.0)
-        return g
+            return 1.0 / self.denom if self.denom else 0.0
+        return 1.0
+
+    def row_scale(self, g: np.ndarray) -> np.ndarray:
+        """The upstream gradient as a per-row factor, reduction constant included."""
+        return g.reshape(-1, 1) if self.reduction == "none" else g * g.dtype.type(self.factor())
 
 
 class CrossEntropy(Op):
@@ -91,9 +100,11 @@ class CrossEntropy(Op):
         eps = targets.smoothing
         if eps:
             cw = targets.class_weight
-            logp_sum = (shifted - lse).sum(1) if cw is None else (shifted - lse) @ cw
-            per_row = per_row * (1.0 - eps) - (targets.row_weight != 0) * logp_sum * (
-                eps / x.shape[1])
+            logp = shifted - lse
+            logp_sum = logp.sum(1) if cw is None else logp @ cw
+            if targets.valid is not None:
+                logp_sum *= targets.valid
+            per_row = per_row * (1.0 - eps) - logp_sum * (eps / x.shape[1])
         if ctx.needs_input_grad[0]:
             e /= total
             ctx.probs, ctx.targets = e, targets
@@ -103,10 +114,46 @@ class CrossEntropy(Op):
     @staticmethod
     def backward(ctx, g):
         (x,) = ctx.saved_tensors
-        targets = ctx.targets
-        probs = _Probabilities.apply(x, ctx.probs)
-        a, r = targets.coefficients(ctx.probs.shape[1], ctx.probs.dtype)
-        return (probs * wrap(r) - wrap(a)) * targets.scaled(g), None
+        return CrossEntropyGrad.apply(x, g, ctx.probs, ctx.targets), None
+
+
+class CrossEntropyGrad(Op):
+    """d loss / d logits = (softmax * r - A) * scale(g), from the forward's softmax."""
+
+    node_name = "CrossEntropyLossBackwardBackward0"
+
+    @staticmethod
+    def forward(ctx, x, g, probs, targets):
+        s = targets.row_scale(g)
+        eps, m, c = targets.smoothing, probs.shape[0], probs.shape[1]
+        weight = targets.row_weight * (1.0 - eps)
+        if eps:
+            spread = targets._spread(c, probs.dtype)
+            out = probs * (weight[:, None] + spread.sum(1, keepdims=True)) - spread
+        else:
+            out = probs * weight[:, None]
+        out[np.arange(m), targets.index] -= weight
+        out *= s
+        ctx.probs, ctx.targets = probs, targets
+        ctx.save_for_backward(x, g)
+        return out
+
+    @staticmethod
+    def backward(ctx, h):
+        x, g = ctx.saved_tensors
+        nx, ng, _, _ = ctx.needs_input_grad
+        t = ctx.targets
+        a, r = t.coefficients(ctx.probs.shape[1], ctx.probs.dtype)
+        p = _Probabilities.apply(x, ctx.probs)
+        gx = gg = None
+        if nx:
+            s = g.reshape(-1, 1) if t.reduction == "none" else g * t.factor()
+            u = h * wrap(r) * s
+            gx = p * (u - (u * p).sum(1, keepdim=True))
+        if ng:
+            d = h * (p * wrap(r) - wrap(a))
+            gg = d.sum(1) if t.reduction == "none" else d.sum() * t.factor()
+        return gx, gg, None, None
 
 
 class NllLoss(Op):
@@ -123,7 +170,8 @@ class NllLoss(Op):
     def backward(ctx, g):
         targets = ctx.targets
         a, _ = targets.coefficients(ctx.shape[1], g._data.dtype)
-        return wrap(-a) * targets.scaled(g), None
+        s = g.reshape(-1, 1) if targets.reduction == "none" else g * targets.factor()
+        return wrap(-a) * s, None
 
 
 def _class_rows(input: Tensor, target: Tensor, name: str) -> tuple[Tensor, np.ndarray]:
@@ -156,14 +204,17 @@ def _class_rows(input: Tensor, target: Tensor, name: str) -> tuple[Tensor, np.nd
 def _targets(x: Tensor, index: np.ndarray, weight: Tensor | None, ignore_index: int,
              smoothing: float, reduction: str) -> _Targets:
     c, dtype = x._data.shape[1], x._data.dtype
-    valid = index != ignore_index
-    bad = (index < 0) | (index >= c)
-    bad &= valid
-    if bad.any():
-        t = int(index[bad][0])
-        raise IndexError(f"Target {t} is out of bounds: class indices must be in [0, {c}) for "
-                         f"input of shape {tuple(x._data.shape)}")
-    safe = np.where(valid, index, 0)
+    if index.size and 0 <= index.min() and index.max() < c and not 0 <= ignore_index < c:
+        valid, safe = None, index  # the common case: every target counts
+    else:
+        valid = index != ignore_index
+        bad = (index < 0) | (index >= c)
+        bad &= valid
+        if bad.any():
+            t = int(index[bad][0])
+            raise IndexError(f"Target {t} is out of bounds: class indices must be in [0, {c}) "
+                             f"for input of shape {tuple(x._data.shape)}")
+        safe = np.where(valid, index, 0)
     class_weight = None
     if weight is not None:
         if weight._data.shape != (c,):
@@ -171,10 +222,12 @@ def _targets(x: Tensor, index: np.ndarray, weight: Tensor | None, ignore_index: 
                                f"no classes but got weight tensor of shape: "
                                f"{shape_str(weight._data.shape)}")
         class_weight = weight._data.astype(dtype, copy=False)
-        row_weight = class_weight[safe] * valid
+        row_weight = class_weight[safe]
+        if valid is not None:
+            row_weight = row_weight * valid
     else:
-        row_weight = valid.astype(dtype)
-    return _Targets(safe, row_weight, class_weight, smoothing, reduction)
+        row_weight = np.ones(index.shape, dtype) if valid is None else valid.astype(dtype)
+    return _Targets(safe, valid, row_weight, class_weight, smoothing, reduction)
 
 
 def _probability_targets(input: Tensor, target: Tensor, weight: Tensor | None,
