@@ -7,7 +7,6 @@ affects nothing; an enabled one that fails to import stops the run before traini
 
 from __future__ import annotations
 
-import importlib.metadata as metadata
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +33,7 @@ class PluginInfo:
 
 def discover() -> list[PluginInfo]:
     """Every plugin declared in the ``gradlog.plugins`` entry-point group, sorted by name."""
+    import importlib.metadata as metadata  # here, not at import time: `import gradlog` stays fast
     found = []
     for ep in metadata.entry_points(group=GROUP):
         dist = getattr(ep, "dist", None)

@@ -1,0 +1,1 @@
+"""Side-by-side benchmarks: gradlog against the hand-written numpy floor and PyTorch CPU."""

@@ -1,0 +1,225 @@
+"""W2 (CNN step) and W4c (W2 with gradlog train's default plugins at their default cadence).
+
+W2: conv(1->16,3x3,p1)-ReLU-maxpool2 -> conv(16->32,3x3,p1)-ReLU-maxpool2 -> linear(1568->10),
+cross-entropy, SGD, batch 64, 1x28x28, float32.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from .common import check_close, interleaved, torch_or_none
+
+BATCH, SIZE, LR = 64, 28, 0.05
+
+
+def make_weights(seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+
+    def u(shape: tuple, fan_in: int) -> np.ndarray:
+        b = 1.0 / np.sqrt(fan_in)
+        return rng.uniform(-b, b, shape).astype(np.float32)
+    return [u((16, 1, 3, 3), 9), u((16,), 9), u((32, 16, 3, 3), 144), u((32,), 144),
+            u((10, 1568), 1568), u((10,), 1568)]
+
+
+def make_batches(n: int, seed: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [(rng.random((BATCH, 1, SIZE, SIZE), dtype=np.float32),
+             rng.integers(0, 10, BATCH).astype(np.int64)) for _ in range(n)]
+
+
+def _conv_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple:
+    n, c, h, wd = x.shape
+    o = w.shape[0]
+    xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    cols = sliding_window_view(xp, (3, 3), axis=(2, 3))          # n, c, h, w, 3, 3
+    cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * h * wd, c * 9)
+    out = cols @ w.reshape(o, c * 9).T
+    out += b
+    return out.reshape(n, h, wd, o).transpose(0, 3, 1, 2), cols
+
+
+def _conv_backward(g: np.ndarray, cols: np.ndarray, w: np.ndarray, x_shape: tuple,
+                   need_input: bool) -> tuple:
+    n, c, h, wd = x_shape
+    o = w.shape[0]
+    g2 = g.transpose(0, 2, 3, 1).reshape(n * h * wd, o)
+    gw = (g2.T @ cols).reshape(w.shape)
+    gb = g2.sum(0)
+    if not need_input:
+        return gw, gb, None
+    gcols = (g2 @ w.reshape(o, c * 9)).reshape(n, h, wd, c, 3, 3)
+    gxp = np.zeros((n, c, h + 2, wd + 2), dtype=g.dtype)
+    for i in range(3):
+        for j in range(3):
+            gxp[:, :, i:i + h, j:j + wd] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    return gw, gb, gxp[:, :, 1:-1, 1:-1]
+
+
+def _pool_forward(x: np.ndarray) -> tuple:
+    n, c, h, w = x.shape
+    v = x.reshape(n, c, h // 2, 2, w // 2, 2)
+    out = v.max(axis=(3, 5))
+    return out, v
+
+
+def _pool_backward(g: np.ndarray, v: np.ndarray, out: np.ndarray) -> np.ndarray:
+    mask = v == out[:, :, :, None, :, None]
+    gx = mask * g[:, :, :, None, :, None]
+    n, c, h2, _, w2, _ = v.shape
+    return gx.reshape(n, c, h2 * 2, w2 * 2)
+
+
+class FloorCNN:
+    """The same step by hand in numpy (im2col + one matmul per conv, reshape pooling)."""
+
+    def __init__(self, weights: list) -> None:
+        self.p = [w.copy() for w in weights]
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        w1, b1, w2, b2, w3, b3 = self.p
+        h1, cols1 = _conv_forward(x, w1, b1)
+        a1 = np.maximum(h1, 0)
+        p1, v1 = _pool_forward(a1)
+        h2, cols2 = _conv_forward(p1, w2, b2)
+        a2 = np.maximum(h2, 0)
+        p2, v2 = _pool_forward(a2)
+        flat = p2.reshape(len(x), -1)
+        out = flat @ w3.T
+        out += b3
+        shifted = out - out.max(axis=1, keepdims=True)
+        e = np.exp(shifted)
+        s = e.sum(axis=1, keepdims=True)
+        rows = np.arange(len(y))
+        loss = float(np.log(s[:, 0]).mean() - shifted[rows, y].mean())
+        g = e / s
+        g[rows, y] -= 1
+        g /= len(y)
+        gw3, gb3 = g.T @ flat, g.sum(0)
+        g = (g @ w3).reshape(p2.shape)
+        g = _pool_backward(g, v2, p2) * (h2 > 0)
+        gw2, gb2, g = _conv_backward(g, cols2, w2, p1.shape, True)
+        g = _pool_backward(g, v1, p1) * (h1 > 0)
+        gw1, gb1, _ = _conv_backward(g, cols1, w1, x.shape, False)
+        for p, grad in zip(self.p, (gw1, gb1, gw2, gb2, gw3, gb3)):
+            p -= LR * grad
+        return loss
+
+
+def _layers(nn: Any) -> list:
+    return [nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(), nn.Linear(1568, 10)]
+
+
+class GradlogCNN:
+    def __init__(self, weights: list) -> None:
+        import gradlog as gl
+        from gradlog import nn, optim
+        self.gl = gl
+        self.model = nn.Sequential(*_layers(nn))
+        with gl.no_grad():
+            for p, w in zip(self.model.parameters(), weights):
+                p.copy_(gl.from_numpy(w))
+        self.opt = optim.SGD(self.model.parameters(), lr=LR)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        gl = self.gl
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(gl.from_numpy(x)), gl.from_numpy(y))
+        loss.backward()
+        self.opt.step()
+        return float(loss.item())
+
+
+class TorchCNN:
+    def __init__(self, weights: list) -> None:
+        import torch
+        self.torch = torch
+        self.model = torch.nn.Sequential(*_layers(torch.nn))
+        with torch.no_grad():
+            for p, w in zip(self.model.parameters(), weights):
+                p.copy_(torch.from_numpy(w))
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        torch = self.torch
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        self.opt.step()
+        return float(loss.item())
+
+
+def _cycler(model: Any, batches: list) -> Any:
+    state = {"i": 0}
+
+    def step() -> float:
+        x, y = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        return model.step(x, y)
+    return step
+
+
+def check(weights: list, batches: list) -> dict[str, list[float]]:
+    ref = [FloorCNN(weights).step(x, y) for x, y in batches[:1]]
+    floor = FloorCNN(weights)
+    ref = [floor.step(x, y) for x, y in batches[:4]]
+    gm = GradlogCNN(weights)
+    out = {"floor": ref, "gradlog": [gm.step(x, y) for x, y in batches[:4]]}
+    check_close("W2 gradlog", ref, out["gradlog"], 1e-4)
+    if torch_or_none() is not None:
+        tm = TorchCNN(weights)
+        out["torch"] = [tm.step(x, y) for x, y in batches[:4]]
+        check_close("W2 torch", ref, out["torch"], 1e-4)
+    return out
+
+
+def run(quick: bool, blocks: int) -> dict[str, Any]:
+    from .mlp import _ratios
+    weights = make_weights()
+    batches = make_batches(4 if quick else 8)
+    trajectories = check(weights, batches)
+    if quick:
+        return {"W2": {"checked": trajectories}, "W4c": default_plugins_overhead(
+            weights, batches, blocks=1, per_block=2)}
+    contenders = {"floor": _cycler(FloorCNN(weights), batches),
+                  "gradlog": _cycler(GradlogCNN(weights), batches)}
+    if torch_or_none() is not None:
+        contenders["torch"] = _cycler(TorchCNN(weights), batches)
+    t = interleaved(contenders, blocks=blocks, per_block=5)
+    return {"W2": _ratios(t, "median", target=("gradlog", "floor", 1.20)),
+            "W4c": default_plugins_overhead(weights, batches, blocks=max(blocks // 2, 3),
+                                            per_block=100)}
+
+
+def default_plugins_overhead(weights: list, batches: list, blocks: int,
+                             per_block: int) -> dict[str, Any]:
+    """W2 inside gl.watch with gradlog train's default plugins at their default cadence;
+    blocks of 100 steps so periodic work (every-100-steps histograms, probes) is included."""
+    import gradlog as gl
+    from gradlog.testing import MemoryWriter
+    from gradlog.train import DEFAULT_PLUGINS
+
+    from .mlp import _ratios
+    plain, watched = GradlogCNN(weights), GradlogCNN(weights)
+    probe = gl.from_numpy(batches[0][0][:8].copy())
+    run = gl.watch(watched.model, watched.opt, plugins=list(DEFAULT_PLUGINS),
+                   writer=MemoryWriter(),
+                   probe_sets={"probe": {"images": probe,
+                                         "labels": gl.from_numpy(batches[0][1][:8].copy())}})
+    try:
+        t = interleaved({"plain": _cycler(plain, batches),
+                         "defaults": _cycler(watched, batches)},
+                        blocks=blocks, per_block=per_block, warmup=1)
+    finally:
+        run.close()
+    out = _ratios(t, "median", target=("defaults", "plain", 1.10))
+    out["plugins"] = list(DEFAULT_PLUGINS)
+    return out

@@ -1,0 +1,76 @@
+"""Timing helpers shared by the workloads: interleaved blocks, medians, minimums, ratios."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def torch_or_none() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+@dataclass
+class Timing:
+    """Per-step (or per-call) seconds of one contender over the interleaved blocks."""
+
+    name: str
+    samples: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.samples)
+
+    @property
+    def min(self) -> float:
+        return min(self.samples)
+
+
+def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_block: int,
+                warmup: int = 2) -> dict[str, Timing]:
+    """Time each contender ``per_block`` calls at a time, A B C A B C ..., after warm-up.
+
+    Interleaving spreads the machine's noise (a shared 2-core VM) over all contenders alike.
+    """
+    for fn in contenders.values():
+        for _ in range(warmup):
+            fn()
+    timings = {name: Timing(name) for name in contenders}
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(blocks):
+            for name, fn in contenders.items():
+                start = time.perf_counter()
+                for _ in range(per_block):
+                    fn()
+                timings[name].samples.append((time.perf_counter() - start) / per_block)
+            gc.collect()
+    finally:
+        if gc_was:
+            gc.enable()
+    return timings
+
+
+def check_close(name: str, reference: list[float], other: list[float], rtol: float) -> None:
+    """Refuse to time contenders whose loss trajectories disagree."""
+    for step, (a, b) in enumerate(zip(reference, other)):
+        if abs(a - b) > rtol * max(abs(a), 1e-12):
+            raise AssertionError(f"{name}: loss at step {step} is {b!r}, reference {a!r} "
+                                 f"(relative tolerance {rtol})")
+
+
+def fmt_ms(seconds: float) -> str:
+    return f"{seconds * 1e3:9.3f} ms"
+
+
+def fmt_us(seconds: float) -> str:
+    return f"{seconds * 1e6:9.3f} us"

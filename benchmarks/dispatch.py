@@ -1,0 +1,75 @@
+"""W3: per-op dispatch cost. A chain of 1,000 ops (alternating mul and add) on 4-element
+tensors, forward and backward. Min-based: medians of microsecond work are unstable here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .common import interleaved, torch_or_none
+
+N_OPS = 1000
+
+
+def floor_chain(x: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Forward and backward by hand in numpy: the floor (no autograd bookkeeping at all)."""
+    y = x
+    for _ in range(N_OPS // 2):
+        y = y * c
+        y = y + c
+    g = np.ones_like(x)
+    for _ in range(N_OPS // 2):
+        g = g * c  # d(y*c)/dy; the add passes the gradient through unchanged
+    return g
+
+
+def gradlog_chain(gl: Any, x: Any, c: Any) -> Any:
+    x.grad = None
+    y = x
+    for _ in range(N_OPS // 2):
+        y = y * c
+        y = y + c
+    y.sum().backward()
+    return x.grad
+
+
+def torch_chain(torch: Any, x: Any, c: Any) -> Any:
+    x.grad = None
+    y = x
+    for _ in range(N_OPS // 2):
+        y = y * c
+        y = y + c
+    y.sum().backward()
+    return x.grad
+
+
+def run(quick: bool, blocks: int) -> dict[str, Any]:
+    import gradlog as gl
+    xn = np.ones(4, np.float32)
+    cn = np.full(4, 1.0001, np.float32)
+    xg = gl.tensor(xn, requires_grad=True)
+    cg = gl.tensor(cn)
+    expected = floor_chain(xn, cn)
+    got = gradlog_chain(gl, xg, cg).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    contenders = {"floor": lambda: floor_chain(xn, cn),
+                  "gradlog": lambda: gradlog_chain(gl, xg, cg)}
+    torch = torch_or_none()
+    if torch is not None:
+        xt = torch.tensor(xn, requires_grad=True)
+        ct = torch.tensor(cn)
+        np.testing.assert_allclose(torch_chain(torch, xt, ct).numpy(), expected, rtol=1e-5)
+        contenders["torch"] = lambda: torch_chain(torch, xt, ct)
+    if quick:
+        return {"W3": {"checked": True}}
+    t = interleaved(contenders, blocks=max(blocks, 15), per_block=3)
+    out: dict[str, Any] = {f"{k}_us_per_op": v.min / N_OPS * 1e6 for k, v in t.items()}
+    out["stat"] = "min"
+    out["target"] = "gradlog <= 4 us/op and <= 0.5x torch"
+    met = out["gradlog_us_per_op"] <= 4.0
+    if "torch" in t:
+        out["gradlog/torch"] = t["gradlog"].min / t["torch"].min
+        met = met and out["gradlog/torch"] <= 0.5
+    out["met"] = met
+    return out

@@ -1,0 +1,101 @@
+"""W6: memory and import cost, each measured in a fresh child process.
+
+* peak RSS of 200 steps of W1 and of W2: gradlog against the numpy floor (<= 1.3x);
+* ``import gradlog``: resident memory and time (<= 50 MB, <= 0.5 s; TensorBoard is imported
+  lazily);
+* a 1,000-step W1 run at batch 16: resident memory after warm-up must stay flat.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+_PEAK = r"""
+import json, sys
+sys.path.insert(0, {root!r})
+from benchmarks import {module} as w
+def peak_mb():  # VmHWM is per process image; ru_maxrss would include the parent's, via fork
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+weights = w.make_weights()
+batches = w.make_batches(8)
+model = w.{cls}(weights)
+for i in range({steps}):
+    x, y = batches[i % len(batches)]
+    model.step(x, y)
+print(json.dumps({{"peak_mb": peak_mb()}}))
+"""
+
+_IMPORT = r"""
+import json, sys, time
+sys.path.insert(0, {root!r})
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+before = rss_mb()
+t = time.perf_counter()
+import gradlog
+took = time.perf_counter() - t
+print(json.dumps({{"seconds": took, "rss_mb": rss_mb(), "rss_before_mb": before,
+                  "tensorboard_imported": "tensorboard" in sys.modules}}))
+"""
+
+_FLAT = r"""
+import json, sys
+sys.path.insert(0, {root!r})
+import numpy as np
+from benchmarks import mlp
+mlp.BATCH = 16
+def rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096 / 2**20
+weights = mlp.make_weights()
+batches = mlp.make_batches(8)
+model = mlp.GradlogMLP(weights)
+samples = []
+for i in range({steps}):
+    x, y = batches[i % len(batches)]
+    model.step(x, y)
+    if i % 100 == 99:
+        samples.append(rss_mb())
+print(json.dumps({{"rss_mb_every_100_steps": samples}}))
+"""
+
+
+def _child(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def run(quick: bool, blocks: int) -> dict[str, Any]:
+    steps = 5 if quick else 200
+    result: dict[str, Any] = {}
+    for name, module, floor_cls, cls in (("W1", "mlp", "FloorMLP", "GradlogMLP"),
+                                         ("W2", "cnn", "FloorCNN", "GradlogCNN")):
+        floor = _child(_PEAK.format(root=ROOT, module=module, cls=floor_cls, steps=steps))
+        mine = _child(_PEAK.format(root=ROOT, module=module, cls=cls, steps=steps))
+        result[f"{name}_peak_mb"] = {"floor": floor["peak_mb"], "gradlog": mine["peak_mb"],
+                                     "gradlog/floor": mine["peak_mb"] / floor["peak_mb"],
+                                     "target": "gradlog/floor <= 1.3",
+                                     "met": mine["peak_mb"] / floor["peak_mb"] <= 1.3}
+    imp = _child(_IMPORT.format(root=ROOT))
+    imp["target"] = "rss <= 50 MB, <= 0.5 s, tensorboard not imported"
+    imp["met"] = imp["rss_mb"] <= 50 and imp["seconds"] <= 0.5 and \
+        not imp["tensorboard_imported"]
+    result["import"] = imp
+    flat = _child(_FLAT.format(root=ROOT, steps=200 if quick else 1000))
+    samples = flat["rss_mb_every_100_steps"]
+    growth = samples[-1] - samples[1] if len(samples) > 2 else 0.0
+    result["flat_rss"] = {"samples_mb": samples, "growth_after_warmup_mb": growth,
+                          "target": "growth after the first 200 steps <= 2 MB",
+                          "met": growth <= 2.0}
+    return result

@@ -1,0 +1,269 @@
+"""W1 (MLP step), W4 (W1 with hooks), W4b (W1 with the histogram plugin every step) and
+W4d (W1 inside gl.watch with no plugins).
+
+W1: 784-256-256-10, ReLU, cross-entropy, SGD momentum 0.9, batch 128, float32.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from .common import check_close, interleaved, torch_or_none
+
+SIZES = (784, 256, 256, 10)
+BATCH = 128
+LR, MOMENTUM = 0.01, 0.9
+
+
+def make_weights(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for n_in, n_out in zip(SIZES[:-1], SIZES[1:]):
+        bound = 1.0 / np.sqrt(n_in)
+        out.append((rng.uniform(-bound, bound, (n_out, n_in)).astype(np.float32),
+                    rng.uniform(-bound, bound, n_out).astype(np.float32)))
+    return out
+
+
+def make_batches(n: int, seed: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((BATCH, SIZES[0])).astype(np.float32),
+             rng.integers(0, SIZES[-1], BATCH).astype(np.int64)) for _ in range(n)]
+
+
+class FloorMLP:
+    """The same step written by hand in numpy: the floor for any numpy engine."""
+
+    def __init__(self, weights: list) -> None:
+        self.params = [a.copy() for pair in weights for a in pair]
+        self.bufs = [np.zeros_like(p) for p in self.params]
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        w1, b1, w2, b2, w3, b3 = self.params
+        h1 = x @ w1.T
+        h1 += b1
+        a1 = np.maximum(h1, 0)
+        h2 = a1 @ w2.T
+        h2 += b2
+        a2 = np.maximum(h2, 0)
+        out = a2 @ w3.T
+        out += b3
+        shifted = out - out.max(axis=1, keepdims=True)
+        e = np.exp(shifted)
+        s = e.sum(axis=1, keepdims=True)
+        n = len(y)
+        rows = np.arange(n)
+        loss = float(np.log(s[:, 0]).mean() - shifted[rows, y].mean())
+        g = e / s
+        g[rows, y] -= 1
+        g /= n
+        grads = [None] * 6
+        grads[4], grads[5] = g.T @ a2, g.sum(0)
+        g = g @ w3
+        g *= h2 > 0
+        grads[2], grads[3] = g.T @ a1, g.sum(0)
+        g = g @ w2
+        g *= h1 > 0
+        grads[0], grads[1] = g.T @ x, g.sum(0)
+        for p, buf, grad in zip(self.params, self.bufs, grads):
+            buf *= MOMENTUM
+            buf += grad
+            p -= LR * buf
+        return loss
+
+
+class GradlogMLP:
+    def __init__(self, weights: list) -> None:
+        import gradlog as gl
+        from gradlog import nn, optim
+        self.gl = gl
+        layers: list[Any] = []
+        for i, (w, b) in enumerate(weights):
+            lin = nn.Linear(w.shape[1], w.shape[0])
+            with gl.no_grad():
+                lin.weight.copy_(gl.from_numpy(w))
+                lin.bias.copy_(gl.from_numpy(b))
+            layers.append(lin)
+            if i < len(weights) - 1:
+                layers.append(nn.ReLU())
+        self.model = nn.Sequential(*layers)
+        self.opt = optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        gl = self.gl
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(gl.from_numpy(x)), gl.from_numpy(y))
+        loss.backward()
+        self.opt.step()
+        return float(loss.item())
+
+    def add_noop_hooks(self) -> None:
+        """W4: a no-op forward hook on every module that also puts a no-op tensor hook on the
+        module's output (every activation)."""
+        def noop_grad(g: Any) -> None:
+            return None
+
+        def forward_hook(module: Any, args: Any, output: Any) -> None:
+            output.register_hook(noop_grad)
+
+        for module in self.model.modules():
+            module.register_forward_hook(forward_hook)
+
+
+class TorchMLP:
+    def __init__(self, weights: list) -> None:
+        import torch
+        self.torch = torch
+        layers: list[Any] = []
+        for i, (w, b) in enumerate(weights):
+            lin = torch.nn.Linear(w.shape[1], w.shape[0])
+            with torch.no_grad():
+                lin.weight.copy_(torch.from_numpy(w))
+                lin.bias.copy_(torch.from_numpy(b))
+            layers.append(lin)
+            if i < len(weights) - 1:
+                layers.append(torch.nn.ReLU())
+        self.model = torch.nn.Sequential(*layers)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        torch = self.torch
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        self.opt.step()
+        return float(loss.item())
+
+    def add_histogram_hooks(self) -> None:
+        """What a PyTorch user does for W4b: numpy histograms of weights and gradients."""
+        self.hists = 0
+
+        def hist(p: Any) -> None:
+            np.histogram(p.grad.numpy(), bins=30)
+            np.histogram(p.detach().numpy(), bins=30)
+            self.hists += 2
+
+        for p in self.model.parameters():
+            p.register_post_accumulate_grad_hook(hist)
+
+
+def _cycler(model: Any, batches: list) -> Any:
+    state = {"i": 0}
+
+    def step() -> float:
+        x, y = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        return model.step(x, y)
+    return step
+
+
+def _trajectory(model: Any, batches: list, n: int = 5) -> list[float]:
+    return [model.step(x, y) for x, y in batches[:n]]
+
+
+def check(weights: list, batches: list) -> dict[str, list[float]]:
+    """Loss trajectories from identical weights and batches must agree before timing."""
+    ref = _trajectory(FloorMLP(weights), batches)
+    out = {"floor": ref, "gradlog": _trajectory(GradlogMLP(weights), batches)}
+    check_close("W1 gradlog", ref, out["gradlog"], 1e-4)
+    if torch_or_none() is not None:
+        out["torch"] = _trajectory(TorchMLP(weights), batches)
+        check_close("W1 torch", ref, out["torch"], 1e-4)
+    return out
+
+
+def run(quick: bool, blocks: int) -> dict[str, Any]:
+    weights = make_weights()
+    batches = make_batches(4 if quick else 16)
+    trajectories = check(weights, batches)
+    if quick:
+        return {"W1": {"checked": trajectories}}
+    results: dict[str, Any] = {}
+    contenders = {"floor": _cycler(FloorMLP(weights), batches),
+                  "gradlog": _cycler(GradlogMLP(weights), batches)}
+    if torch_or_none() is not None:
+        contenders["torch"] = _cycler(TorchMLP(weights), batches)
+    t = interleaved(contenders, blocks=blocks, per_block=5)
+    results["W1"] = _ratios(t, "median", target=("gradlog", "floor", 1.15))
+    results["W4"] = hooks_overhead(weights, batches, blocks=max(blocks, 15))
+    results["W4b"] = histogram_overhead(weights, batches, blocks)
+    results["W4d"] = watch_overhead(weights, batches, blocks)
+    return results
+
+
+def _ratios(t: dict, stat: str, target: tuple) -> dict[str, Any]:
+    base = getattr(t[target[1]], stat)
+    out: dict[str, Any] = {f"{k}_s": getattr(v, stat) for k, v in t.items()}
+    for k, v in t.items():
+        if k != target[1]:
+            out[f"{k}/{target[1]}"] = getattr(v, stat) / base
+    who, over, limit = target
+    out["target"] = f"{who}/{over} <= {limit}"
+    out["met"] = out[f"{who}/{over}"] <= limit
+    out["stat"] = stat
+    return out
+
+
+def hooks_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
+    plain, hooked = GradlogMLP(weights), GradlogMLP(weights)
+    hooked.add_noop_hooks()
+    contenders = {"plain": _cycler(plain, batches), "hooks": _cycler(hooked, batches)}
+    torch = torch_or_none()
+    if torch is not None:
+        tp, th = TorchMLP(weights), TorchMLP(weights)
+        th_model = th.model
+
+        def fwd(m: Any, a: Any, o: Any) -> None:
+            o.register_hook(lambda g: None)
+        for m in th_model.modules():
+            m.register_forward_hook(fwd)
+        contenders["torch_plain"] = _cycler(tp, batches)
+        contenders["torch_hooks"] = _cycler(th, batches)
+    t = interleaved(contenders, blocks=blocks, per_block=3)
+    out = _ratios({"plain": t["plain"], "hooks": t["hooks"]}, "min",
+                  target=("hooks", "plain", 1.05))
+    if "torch_hooks" in t:
+        out["torch_hooks/torch_plain"] = t["torch_hooks"].min / t["torch_plain"].min
+    return out
+
+
+def histogram_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
+    import gradlog as gl
+    plain, logged = GradlogMLP(weights), GradlogMLP(weights)
+    logdir = tempfile.mkdtemp(prefix="gradlog-bench-")
+    run = gl.watch(logged.model, logged.opt, logdir=logdir,
+                   plugins=['histogram:every=1,bins=30,kinds=["weight","grad"]'])
+    contenders = {"plain": _cycler(plain, batches), "histogram": _cycler(logged, batches)}
+    torch = torch_or_none()
+    if torch is not None:
+        th = TorchMLP(weights)
+        th.add_histogram_hooks()
+        contenders["torch_plain"] = _cycler(TorchMLP(weights), batches)
+        contenders["torch_hist"] = _cycler(th, batches)
+    try:
+        t = interleaved(contenders, blocks=blocks, per_block=3)
+    finally:
+        run.close()
+    out = _ratios({"plain": t["plain"], "histogram": t["histogram"]}, "median",
+                  target=("histogram", "plain", 2.0))
+    if "torch_hist" in t:
+        out["torch_hist/torch_plain"] = t["torch_hist"].median / t["torch_plain"].median
+    return out
+
+
+def watch_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
+    import gradlog as gl
+    plain, watched = GradlogMLP(weights), GradlogMLP(weights)
+    from gradlog.testing import MemoryWriter
+    run = gl.watch(watched.model, watched.opt, writer=MemoryWriter())
+    try:
+        t = interleaved({"plain": _cycler(plain, batches), "watch": _cycler(watched, batches)},
+                        blocks=blocks, per_block=3)
+    finally:
+        run.close()
+    return _ratios(t, "median", target=("watch", "plain", 1.05))

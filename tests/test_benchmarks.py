@@ -1,0 +1,35 @@
+"""The benchmark suite's smoke mode, so the benchmarks never rot: every workload runs a few
+steps and checks that gradlog, the numpy floor and (when installed) PyTorch compute the same
+losses. Timing targets are never asserted in tests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import run as bench
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.parametrize("workloads", ["W1", "W2,W4c", "W3"])
+def test_quick_mode_checks_every_contender(workloads, tmp_path):
+    out = tmp_path / "results.json"
+    assert bench.main(["--quick", "--only", workloads, "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    for name in workloads.split(","):
+        assert name in results
+
+
+def test_quick_memory_measurements_run(tmp_path):
+    out = tmp_path / "results.json"
+    assert bench.main(["--quick", "--only", "W6", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())["results"]
+    assert results["import"]["rss_mb"] > 0 and not results["import"]["tensorboard_imported"]
+    assert len(results["flat_rss"]["samples_mb"]) == 2
+
+
+def test_unknown_workload_is_refused(capsys):
+    assert bench.main(["--quick", "--only", "W99"]) == 2
+    assert "unknown workload" in capsys.readouterr().err
