@@ -19,8 +19,8 @@ __all__ = ["to_hwc", "to_uint8", "make_grid", "encode_png", "image_summary", "fi
 
 def _check_format(array: np.ndarray, dataformats: str, allowed: str) -> str:
     fmt = dataformats.upper()
-    if len(set(fmt)) != len(fmt) or set(fmt) - set(allowed):
-        raise ValueError(f"dataformats must use each of the letters {allowed} at most once, "
+    if sorted(fmt) != sorted(allowed):
+        raise ValueError(f"dataformats must use each of the letters {allowed} once, "
                          f"got {dataformats!r}")
     if array.ndim != len(fmt):
         raise ValueError(f"dataformats {dataformats!r} needs a {len(fmt)}-d image, got shape "
@@ -47,19 +47,20 @@ def make_grid(nchw: np.ndarray, ncols: int = 8) -> np.ndarray:
 
 def to_hwc(array: np.ndarray, dataformats: str) -> np.ndarray:
     """Any supported layout as an (H, W, 3 or 4) array (a view where possible)."""
-    if array.ndim == 4:
-        fmt = _check_format(array, dataformats, "NCHW")
+    letters = {4: "NCHW", 3: "CHW", 2: "HW"}.get(len(dataformats))
+    if letters is None:
+        raise ValueError(f"dataformats must have 2, 3 or 4 letters, got {dataformats!r}")
+    fmt = _check_format(array, dataformats, letters)
+    if len(fmt) == 4:
         nchw = array.transpose([fmt.index(axis) for axis in "NCHW"])
         return make_grid(nchw).transpose(1, 2, 0)
-    if array.ndim == 3:
-        fmt = _check_format(array, dataformats, "CHW")
+    if len(fmt) == 3:
         hwc = array.transpose([fmt.index(axis) for axis in "HWC"])
         if hwc.shape[2] == 1:
             hwc = np.repeat(hwc, 3, axis=2)
         elif hwc.shape[2] not in (3, 4):
             raise ValueError(f"images need 1, 3 or 4 channels, got {hwc.shape[2]}")
         return hwc
-    fmt = _check_format(array, dataformats, "HW")
     hw = array.transpose([fmt.index(axis) for axis in "HW"])
     return np.repeat(hw[:, :, None], 3, axis=2)
 

@@ -26,7 +26,7 @@ _MIN_COUNT = 1e-7  # PR curves: avoids 0/0, as TensorBoard's own pr_curve summar
 
 def float_tensor(array) -> TensorProto:
     """A float32 ``TensorProto`` (``tensor_content`` bytes: compact and fast to parse)."""
-    array = np.ascontiguousarray(array, dtype="<f4")
+    array = np.asarray(array, dtype="<f4")  # (not ascontiguousarray: it makes 0-d arrays 1-d)
     shape = TensorShapeProto(dim=[TensorShapeProto.Dim(size=n) for n in array.shape])
     return TensorProto(dtype=types_pb2.DT_FLOAT, tensor_shape=shape,
                        tensor_content=array.tobytes())

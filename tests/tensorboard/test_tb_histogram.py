@@ -1,0 +1,156 @@
+"""Histogram builder: exact counts for PyTorch's bins, and buckets both loaders show right."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from gradlog.tensorboard import histogram
+from gradlog.tensorboard.histogram import histogram_proto, tensorflow_edges
+
+
+def buckets(proto):
+    """[(left, right, count)] as TensorBoard's loaders derive them (float32 edges)."""
+    lefts = [proto.min] + list(proto.bucket_limit[:-1])
+    rights = list(proto.bucket_limit[:-1]) + [proto.max]
+    return [(np.float32(a), np.float32(b), c) for a, b, c in zip(lefts, rights, proto.bucket)]
+
+
+def assert_displayable(proto, finite):
+    """The invariants the issue asks for, checked on one histogram."""
+    shown = buckets(proto)
+    assert sum(c for _, _, c in shown) == finite.size == proto.num
+    assert shown[0][2] > 0 and shown[-1][2] > 0  # no empty edge buckets
+    assert all(left < right for left, right, _ in shown)  # no zero-width or inverted ones
+    if finite.min() < finite.max():
+        assert proto.min == finite.min() and proto.max == finite.max()
+
+
+def torch_counts(values, edges):
+    """Counts of np.histogram with ``edges`` (what PyTorch computes), without the empty ends."""
+    counts, _ = np.histogram(values.astype(np.float64), edges)
+    nonzero = np.flatnonzero(counts)
+    return counts[nonzero[0]:nonzero[-1] + 1]
+
+
+def test_tensorflow_edges_are_pytorchs(tmp_path):
+    edges = tensorflow_edges()
+    assert len(edges) == 1549 and edges[774] == 0 and edges[775] == 1e-12
+    assert np.all(np.diff(edges) > 0) and edges[-1] < 1e20 <= edges[-1] * 1.1
+    tensorboard = pytest.importorskip("torch.utils.tensorboard")
+    writer = tensorboard.SummaryWriter(str(tmp_path))
+    writer.close()
+    assert np.array_equal(edges, writer.default_bins)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.int8])
+def test_default_bins_count_exactly_like_numpy_with_pytorchs_edges(dtype):
+    rng = np.random.default_rng(0)
+    values = (rng.standard_normal(300_000) * 50).astype(dtype)
+    proto, nonfinite = histogram_proto(values)
+    assert nonfinite == 0
+    assert_displayable(proto, values.astype(np.float64))
+    inner = np.array(proto.bucket_limit[:-1])
+    expected, _ = np.histogram(values.astype(np.float64), np.r_[proto.min, inner, proto.max])
+    assert list(proto.bucket) == list(expected)
+    assert proto.sum == pytest.approx(values.astype(np.float64).sum(), rel=1e-9, abs=1e-6)
+    assert proto.sum_squares == pytest.approx(np.square(values.astype(np.float64)).sum(),
+                                              rel=1e-6)
+    # Interior buckets are PyTorch's buckets, with the same counts.
+    assert np.array_equal(np.array(proto.bucket), torch_counts(values, tensorflow_edges()))
+
+
+def test_values_on_and_next_to_edges_land_where_numpy_puts_them():
+    edges = tensorflow_edges()
+    picks = edges[[5, 700, 773, 774, 775, 900, 1500]]
+    near = np.concatenate([picks, np.nextafter(picks, -np.inf), np.nextafter(picks, np.inf),
+                           [-9.5e19, 9.5e19]])  # min and max away from any edge
+    picks32 = picks.astype(np.float32)
+    near32 = np.concatenate([picks32, np.nextafter(picks32, np.float32(-np.inf)),
+                             np.nextafter(picks32, np.float32(np.inf)), [-9.5e19, 9.5e19]])
+    for values in (near, near32.astype(np.float32), np.tile(near, 3000)):
+        proto, _ = histogram_proto(values)
+        assert np.array_equal(np.array(proto.bucket), torch_counts(values, edges))
+
+
+def test_blocks_and_small_inputs_agree(monkeypatch):
+    values = np.random.default_rng(1).standard_normal(10_000).astype(np.float32)
+    whole, _ = histogram_proto(values)
+    monkeypatch.setattr(histogram, "_BLOCK", 97)  # many blocks, a partial last one
+    blocked, _ = histogram_proto(values)
+    assert list(blocked.bucket) == list(whole.bucket)
+    assert list(blocked.bucket_limit) == list(whole.bucket_limit)
+    assert blocked.sum == pytest.approx(whole.sum) and blocked.min == whole.min
+
+
+finite_floats = st.floats(allow_nan=False, allow_infinity=False, width=32)
+any_floats = st.floats(width=32)
+
+
+@given(hnp.arrays(np.float32, st.integers(1, 300), elements=any_floats),
+       st.sampled_from(["tensorflow", 1, 7, 30, "auto", "fd", "sturges", [-1.0, 0.0, 0.5, 2.0]]),
+       st.sampled_from([None, 1, 3, 50]))
+def test_any_input_gives_a_displayable_histogram_and_counts_the_rest(values, bins, max_bins):
+    finite = values[np.isfinite(values)]
+    proto, nonfinite = histogram_proto(values, bins=bins, max_bins=max_bins)
+    assert nonfinite == values.size - finite.size
+    if finite.size == 0:
+        assert proto is None
+        return
+    assert_displayable(proto, finite)
+    if max_bins is not None:
+        assert len(proto.bucket) <= max_bins
+
+
+@given(hnp.arrays(np.float64, st.integers(2, 200), elements=st.floats(-1e30, 1e30)))
+def test_float64_values_are_bucketed_exactly_at_pytorchs_edges(values):
+    proto, _ = histogram_proto(values)
+    inner = np.array(proto.bucket_limit[:-1])
+    assert np.isin(inner, tensorflow_edges()).all()
+    expected, _ = np.histogram(values, np.r_[proto.min, inner, proto.max])
+    assert list(proto.bucket) == list(expected) or values.min() == values.max()
+
+
+def test_constant_tensor_is_one_bucket_of_width_one():
+    proto, _ = histogram_proto(np.full((4, 5), 3.0, dtype=np.float32))
+    assert (proto.min, proto.max, list(proto.bucket_limit), list(proto.bucket)) == (
+        2.5, 3.5, [3.5], [20])
+    huge, _ = histogram_proto(np.full(3, 1e12))  # +-0.5 vanishes in float32: wider
+    assert buckets(huge)[0][0] < buckets(huge)[0][1]
+
+
+def test_nonfinite_values_are_counted_and_left_out():
+    values = np.array([1.0, np.nan, 2.0, np.inf, -np.inf, 3.0, np.nan], dtype=np.float32)
+    proto, nonfinite = histogram_proto(values)
+    assert nonfinite == 4 and proto.num == 3 and proto.min == 1.0 and proto.max == 3.0
+    assert proto.sum == 6.0 and proto.sum_squares == 14.0
+    assert histogram_proto(np.array([np.nan, np.inf]))[0] is None
+
+
+def test_values_beyond_explicit_edges_go_to_the_outer_buckets():
+    proto, _ = histogram_proto(np.array([-10.0, 0.5, 1.5, 10.0]), bins=[0.0, 1.0, 2.0])
+    assert list(proto.bucket_limit) == [0.0, 1.0, 2.0, 10.0] and list(proto.bucket) == [1] * 4
+
+
+def test_int_bins_match_numpy():
+    values = np.random.default_rng(2).random(1000)
+    proto, _ = histogram_proto(values, bins=30)
+    counts, edges = np.histogram(values, bins=30)
+    assert list(proto.bucket) == list(counts)
+    assert np.allclose(proto.bucket_limit, edges[1:])
+
+
+def test_auto_bins_are_capped_on_outliers():
+    values = np.concatenate([np.zeros(10_000), np.arange(10) * 1e-9, [1e12]])
+    proto, _ = histogram_proto(values, bins="auto")
+    assert len(proto.bucket) <= histogram._MAX_ESTIMATED_BINS
+
+
+def test_bad_input_is_rejected():
+    with pytest.raises(ValueError, match="empty"):
+        histogram_proto(np.array([]))
+    with pytest.raises(TypeError, match="complex"):
+        histogram_proto(np.array([1j]))
+    with pytest.raises(ValueError, match="monotonically"):
+        histogram_proto(np.arange(5.0), bins=[1.0, 0.0])
