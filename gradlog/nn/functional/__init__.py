@@ -1,6 +1,8 @@
 """``gradlog.nn.functional``: the stateless form of every layer and loss, with PyTorch's names
-and signatures. One file per family; this package only re-exports."""
+and signatures. One file per family; this package only re-exports. (``linear`` is the
+engine's fused op. The files are named so that no submodule is shadowed by a function.)"""
 
+from ...autograd.ops.linalg import linear
 from .activation import (
     elu,
     gelu,
@@ -17,13 +19,12 @@ from .activation import (
     softplus,
     tanh,
 )
+from .classification import cross_entropy, nll_loss
 from .conv import conv1d, conv2d
-from .cross_entropy import cross_entropy, nll_loss
-from .dropout import dropout
-from .linear import linear
 from .loss import binary_cross_entropy, binary_cross_entropy_with_logits, l1_loss, mse_loss
 from .normalization import batch_norm, layer_norm, normalize
 from .pooling import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from .regularization import dropout
 from .sampling import interpolate, pad
 from .sparse import embedding, one_hot
 

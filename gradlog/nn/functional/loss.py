@@ -1,5 +1,5 @@
 """Regression and binary losses: ``mse_loss``, ``l1_loss``, ``binary_cross_entropy``,
-``binary_cross_entropy_with_logits`` (cross-entropy and NLL live in cross_entropy.py).
+``binary_cross_entropy_with_logits`` (cross-entropy and NLL live in classification.py).
 
 Binary cross-entropy on logits is written with log-sigmoid, so logits of +-1e4 give finite
 losses and gradients; on probabilities, the logs are clamped at -100 as in PyTorch.

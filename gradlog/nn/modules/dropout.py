@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ...autograd.tensor import Tensor
-from ..functional.dropout import dropout
+from ..functional.regularization import dropout
 from .module import Module
 
 __all__ = ["Dropout"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...autograd.ops.linalg import linear
 from ...autograd.tensor import Tensor
 from .. import init
-from ..functional.linear import linear
 from ._factory import check_device, empty_parameter
 from .module import Module
 

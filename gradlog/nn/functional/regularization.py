@@ -1,4 +1,5 @@
-"""``dropout``: zero each element with probability p, scale the rest by 1/(1-p).
+"""Regularization by noise: ``dropout`` zeroes each element with probability p and scales
+the rest by 1/(1-p).
 
 The mask comes from the default generator (or ``generator=``), so ``gl.manual_seed`` makes
 a run reproducible.

@@ -1,4 +1,4 @@
-"""``cross_entropy`` and ``nll_loss``.
+"""Losses over class scores: ``cross_entropy`` and ``nll_loss``.
 
 Cross-entropy with class indices is one node (log-softmax and the negative log-likelihood
 fused), since it sits on every classifier's hot path: the forward is one log-sum-exp pass in
@@ -39,16 +39,25 @@ class _Probabilities(Softmax):
 
 class _Targets:
     """The targets of an (M, C) problem: safe class indices, which rows count (``valid``,
-    None when all do), each row's weight, the class weights, label smoothing, reduction."""
+    None when all do), each row's weight (None when all are 1), the class weights, label
+    smoothing and reduction."""
 
-    __slots__ = ("index", "valid", "row_weight", "class_weight", "smoothing", "reduction",
-                 "denom")
+    __slots__ = ("index", "rows", "valid", "row_weight", "class_weight", "smoothing",
+                 "reduction", "denom")
 
-    def __init__(self, index: np.ndarray, valid: np.ndarray | None, row_weight: np.ndarray,
-                 class_weight: Any, smoothing: float, reduction: str) -> None:
-        self.index, self.valid, self.row_weight = index, valid, row_weight
-        self.class_weight, self.smoothing, self.reduction = class_weight, smoothing, reduction
-        self.denom = float(row_weight.sum())  # 'mean' divides by the total target weight
+    def __init__(self, index: np.ndarray, valid: np.ndarray | None,
+                 row_weight: np.ndarray | None, class_weight: Any, smoothing: float,
+                 reduction: str) -> None:
+        self.index, self.rows, self.valid = index, np.arange(index.shape[0]), valid
+        self.row_weight, self.class_weight = row_weight, class_weight
+        self.smoothing, self.reduction = smoothing, reduction
+        # 'mean' divides by the total weight of the rows that count
+        self.denom = float(index.shape[0] if row_weight is None else row_weight.sum())
+
+    def weights(self, dtype: np.dtype) -> np.ndarray:
+        if self.row_weight is None:
+            return np.ones(self.index.shape[0], dtype)
+        return self.row_weight
 
     def _spread(self, c: int, dtype: np.dtype) -> np.ndarray:
         """Label smoothing's share of each class for each counted row, (M, C)."""
@@ -62,7 +71,7 @@ class _Targets:
         """``A`` (M, C), the weight each logit's log-probability gets, and its row sums."""
         m = self.index.shape[0]
         a = self._spread(c, dtype).copy() if self.smoothing else np.zeros((m, c), dtype)
-        a[np.arange(m), self.index] += self.row_weight * (1.0 - self.smoothing)
+        a[self.rows, self.index] += self.weights(dtype) * (1.0 - self.smoothing)
         return a, a.sum(1, keepdims=True)
 
     def reduce(self, per_row: np.ndarray) -> np.ndarray:
@@ -95,8 +104,9 @@ class CrossEntropy(Op):
         e = np.exp(shifted)
         total = e.sum(axis=1, keepdims=True)
         lse = np.log(total)
-        rows = np.arange(x.shape[0])
-        per_row = (lse[:, 0] - shifted[rows, targets.index]) * targets.row_weight
+        per_row = lse[:, 0] - shifted[targets.rows, targets.index]
+        if targets.row_weight is not None:
+            per_row *= targets.row_weight
         eps = targets.smoothing
         if eps:
             cw = targets.class_weight
@@ -125,15 +135,19 @@ class CrossEntropyGrad(Op):
     @staticmethod
     def forward(ctx, x, g, probs, targets):
         s = targets.row_scale(g)
-        eps, m, c = targets.smoothing, probs.shape[0], probs.shape[1]
-        weight = targets.row_weight * (1.0 - eps)
-        if eps:
-            spread = targets._spread(c, probs.dtype)
-            out = probs * (weight[:, None] + spread.sum(1, keepdims=True)) - spread
-        else:
-            out = probs * weight[:, None]
-        out[np.arange(m), targets.index] -= weight
-        out *= s
+        eps, c = targets.smoothing, probs.shape[1]
+        if eps or targets.row_weight is not None:
+            weight = targets.weights(probs.dtype) * (1.0 - eps)
+            if eps:
+                spread = targets._spread(c, probs.dtype)
+                out = probs * (weight[:, None] + spread.sum(1, keepdims=True)) - spread
+            else:
+                out = probs * weight[:, None]
+            out[targets.rows, targets.index] -= weight
+            out *= s
+        else:  # every row counts with weight 1: (softmax - one_hot) * s
+            out = probs * s
+            out[targets.rows, targets.index] -= s if s.ndim == 0 else s[:, 0]
         ctx.probs, ctx.targets = probs, targets
         ctx.save_for_backward(x, g)
         return out
@@ -161,8 +175,9 @@ class NllLoss(Op):
 
     @staticmethod
     def forward(ctx, logp, targets):
-        rows = np.arange(logp.shape[0])
-        per_row = -logp[rows, targets.index] * targets.row_weight
+        per_row = -logp[targets.rows, targets.index]
+        if targets.row_weight is not None:
+            per_row *= targets.row_weight
         ctx.targets, ctx.shape = targets, logp.shape
         return targets.reduce(per_row.astype(logp.dtype, copy=False))
 
@@ -226,7 +241,7 @@ def _targets(x: Tensor, index: np.ndarray, weight: Tensor | None, ignore_index: 
         if valid is not None:
             row_weight = row_weight * valid
     else:
-        row_weight = np.ones(index.shape, dtype) if valid is None else valid.astype(dtype)
+        row_weight = None if valid is None else valid.astype(dtype)
     return _Targets(safe, valid, row_weight, class_weight, smoothing, reduction)
 
 
