@@ -243,6 +243,7 @@ class _Pass:
         pop, push = heapq.heappop, heapq.heappush
         prev_mode = _mode.grad_enabled
         _mode.grad_enabled = create_graph
+        prev_err = np.seterr(all="ignore")  # 0 * inf in a backward is NaN, silently, as PyTorch
         anomaly_on = anomaly.state.enabled
         following = None  # a node to run next without going through the heap
         try:
@@ -312,6 +313,7 @@ class _Pass:
                         following = ready
         finally:
             _mode.grad_enabled = prev_mode
+            np.seterr(**prev_err)
         return self.captured
 
     def _run_node(self, node: Node, grads: list, runs: set | None) -> tuple | None:

@@ -10,6 +10,9 @@ from dual import assert_same, raised
 
 torch = pytest.importorskip("torch")
 
+# PyTorch never warns about 0 * inf or 1 / 0: numpy's warnings must not leak from gradlog
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
 
 def t(L, data, **kw):
     return L.tensor(data, **kw)
@@ -156,6 +159,48 @@ def flags(L, log):
     e = x * 1
     e.detach_()
     log += [e.requires_grad, e.is_leaf, e.grad_fn is None]
+
+
+def special_values(L, log):
+    c = L.tensor([True, False])
+    log += [L.where(c, 1.0, 0.0), L.where(c, 1, 0), L.where(c, True, False)]
+    a = t(L, [0.0, 2.0, 0.0], requires_grad=True)
+    b = t(L, [0.0, 1.0, 0.5], requires_grad=True)
+    (a ** b).sum().backward()
+    log += [a.grad, b.grad]
+    for p in (0.0, 0.5, 2.0):
+        x = t(L, [0.0, 4.0], requires_grad=True)
+        (x ** p).sum().backward()
+        log.append(x.grad)
+    for reduce in (lambda v: v.max(), lambda v: v.min(), lambda v: v.amax()):
+        x = t(L, [1.0, float("nan"), 3.0], requires_grad=True)
+        m = reduce(x)
+        m.backward()
+        log += [m, x.grad]
+    x = t(L, [[1.0, float("nan")], [3.0, 2.0]], requires_grad=True)
+    m = x.amax(1)
+    m.sum().backward()
+    log += [m, x.grad]
+    x = t(L, [-float("inf"), 0.0], requires_grad=True)
+    y = x.log_softmax(0)
+    y.sum().backward()
+    log += [y, x.grad]
+    x = t(L, [0.0, 0.0], requires_grad=True)
+    log += [x.norm(), L.autograd.grad(x.norm(), x), L.autograd.grad(x.sqrt().sum(), x)]
+    x = t(L, [0.5, 1.5, 2.5, -0.5, -1.5])
+    log += [x.round(), L.round(x * 10, decimals=-1)]
+    i = L.tensor([-7, 7])
+    log += [i // 2, i % 3, L.div(i, 2, rounding_mode="trunc"), i / 2]
+    f = t(L, [-7.0, 7.0])
+    log += [f // 2, f % -3, L.div(f, 2, rounding_mode="trunc"),
+            L.div(f, 2, rounding_mode="floor")]
+    log.append(t(L, [1.0, 2.0, 3.0]).clamp(2.5, 1.5))
+    n = L.tensor([1, 2, 3])
+    log += [n * 2, n + True, -n, n.abs(), n.sum(), n.max(), n.cumsum(0), n.prod()]
+    bb = L.tensor([True, False])
+    log += [bb + bb, bb * 3, bb.sum(), ~bb, bb & bb, bb | ~bb]
+    m = L.arange(6).reshape(2, 3)
+    log.append(m @ m.t())
 
 
 # -- grad modes -------------------------------------------------------------------------------
@@ -470,7 +515,8 @@ def anomaly(L, log):
 PROGRAMS = [
     accumulation, retain_graph, second_backward_without_saved_tensors,
     backward_arguments_and_errors, backward_inputs, create_graph_higher_order, gradient_penalty,
-    autograd_grad_variants, grad_of_intermediate, non_leaf_grad_warning, flags, grad_modes,
+    autograd_grad_variants, grad_of_intermediate, special_values, non_leaf_grad_warning, flags,
+    grad_modes,
     grad_mode_on_generators, grad_mode_is_thread_local, inplace_on_leaf_under_no_grad,
     inference_mode, leaf_inplace_errors, version_counters, modified_by_inplace_error,
     inplace_graph, saved_output_modified_later, inplace_on_view_updates_base,

@@ -14,6 +14,9 @@ import gradlog as gl
 
 torch = pytest.importorskip("torch")
 
+# PyTorch never warns about 0 * inf or 1 / 0: numpy's warnings must not leak from gradlog
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
 
 @dataclass(frozen=True)
 class A:

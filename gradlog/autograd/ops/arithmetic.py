@@ -130,7 +130,8 @@ class PowScalar(Op):
     def forward(ctx, a, p):
         ctx.save_for_backward(a)
         ctx.p = p
-        return a ** p
+        with np.errstate(divide="ignore", invalid="ignore"):  # 0 ** -1 is inf, silently
+            return a ** p
 
     @staticmethod
     def backward(ctx, g):
@@ -152,7 +153,8 @@ class PowTensor(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a ** b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = a ** b
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -160,7 +162,12 @@ class PowTensor(Op):
     def backward(ctx, g):
         a, b, out = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        ga = unbroadcast(g * b * a ** (b - 1), a._data.shape) if na else None
+        ga = None
+        if na:
+            ga = g * b * a ** (b - 1)
+            if (b._data == 0).any():  # x ** 0 is constant, also at x = 0 (not 0 * inf)
+                ga = ga.where(b._data != 0, 0.0)
+            ga = unbroadcast(ga, a._data.shape)
         gb = None
         if nb:
             safe = (a._data == 0) & (b._data >= 0)
@@ -176,7 +183,8 @@ class RpowScalar(Op):
 
     @staticmethod
     def forward(ctx, base, b):
-        out = np.power(base, b)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            out = np.power(base, b)
         ctx.save_for_backward(out)
         ctx.log_base = float(np.log(base)) if base > 0 else (0.0 if base == 0 else np.nan)
         return out

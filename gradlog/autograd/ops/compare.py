@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import dtypes
 from ..function import Op
 from ..tensor import Tensor, _wrap_dim, wrap
 from ._util import (
     check_broadcast,
+    is_number,
     result_dtype,
     scalar_result_dtype,
     scalar_type_name,
@@ -133,6 +135,11 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
     elif b_t:
         dt = scalar_result_dtype(other._data, input) if not isinstance(input, np.ndarray) \
             else result_dtype(other._data, input)
+    elif is_number(input) and is_number(other):  # Python numbers: PyTorch's default dtypes
+        kinds = {np.asarray(v).dtype.kind for v in (input, other)}
+        dt = (dtypes.get_default_dtype().np if "f" in kinds
+              else np.dtype(np.int64) if kinds & set("iu") else np.dtype(np.bool_))
+        return wrap(np.where(cond, input, other).astype(dt))
     else:
         return wrap(np.asarray(np.where(cond, input, other)))
     if a_t and input._data.dtype != dt:

@@ -102,12 +102,17 @@ class AmaxAmin(Op):
 
     node_name = "AmaxBackward0"
     reduce = staticmethod(np.max)
+    nan_shares = False  # as PyTorch: amax's gradient is NaN where the max is NaN, max()'s goes
+    #                     to the NaN elements
 
     @classmethod
     def forward(cls, ctx, a, dims, keepdim):
         out = cls.reduce(a, axis=dims, keepdims=True)
         mask = a == out
-        ctx.save_for_backward(mask / mask.sum(axis=dims, keepdims=True, dtype=a.dtype))
+        if cls.nan_shares and a.dtype.kind == "f" and np.isnan(out).any():
+            mask |= np.isnan(a) & np.isnan(out)
+        with np.errstate(invalid="ignore"):  # no element equals a NaN max: a NaN share
+            ctx.save_for_backward(mask / mask.sum(axis=dims, keepdims=True, dtype=a.dtype))
         ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
         return out if keepdim else out.reshape(
             tuple(s for i, s in enumerate(a.shape) if i not in dims))
@@ -125,10 +130,12 @@ class Amin(AmaxAmin):
 
 class MaxAll(AmaxAmin):
     node_name = "MaxBackward1"
+    nan_shares = True
 
 
 class MinAll(Amin):
     node_name = "MinBackward1"
+    nan_shares = True
 
 
 def _check_nonempty(input: Tensor, name: str, dims: tuple | None) -> None:
