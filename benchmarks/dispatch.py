@@ -72,4 +72,4 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         out["gradlog/torch"] = t["gradlog"].min / t["torch"].min
         met = met and out["gradlog/torch"] <= 0.5
     out["met"] = met
-    return out
+    return {"W3": out}

@@ -84,7 +84,17 @@ class Node:
                 "if you need to access saved tensors after calling backward.")
         if not saved:
             return ()
-        return tuple([self._unpack(s) for s in saved])
+        out = []
+        for s in saved:  # the common case inline: a tensor whose version is unchanged
+            if s.__class__ is tuple and s[0] is not None:
+                t = s[0]
+                vc = t._vc
+                if vc is not None and vc.value != s[1]:
+                    self._version_error(t._data, vc.value, s[1], t._output_nr, t._grad_fn)
+                out.append(t)
+            else:
+                out.append(self._unpack(s))
+        return tuple(out)
 
     def _unpack(self, s: Any) -> Any:
         if type(s) is not tuple:
@@ -279,6 +289,9 @@ class Op(Function):
     node_name = "OpBackward0"
     is_view = False
     _array_forward = True
+    # Optional: the output from the arrays alone (e.g. ``np.multiply``), used when nothing is
+    # recorded; ``forward`` must compute the same values (it also saves what backward needs).
+    compute: Any = None
 
     @classmethod
     def apply(cls, *args: Any) -> Tensor:
@@ -308,8 +321,12 @@ class Op(Function):
         else:  # the path every op inside a backward pass takes
             arrays = [a._data if isinstance(a, Tensor) else a for a in args]
         if not requires:
-            n = len(args)
-            out = cls.forward(_NO_CTX[n] if n < 32 else _NoGradCtx(n), *arrays)
+            compute = cls.compute
+            if compute is not None:  # nothing to record: just the values
+                out = compute(*arrays)
+            else:
+                n = len(args)
+                out = cls.forward(_NO_CTX[n] if n < 32 else _NoGradCtx(n), *arrays)
             if out.__class__ is not np.ndarray:
                 out = np.asarray(out)
             t = _new(Tensor)

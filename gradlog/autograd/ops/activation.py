@@ -21,6 +21,7 @@ class MaskMul(Op):
     """``g * mask`` for a constant mask (the derivative of piecewise-linear activations)."""
 
     node_name = "ThresholdBackwardBackward0"
+    compute = staticmethod(np.multiply)
 
     @staticmethod
     def forward(ctx, g, mask):
@@ -32,12 +33,17 @@ class MaskMul(Op):
         return MaskMul.apply(gg, ctx.mask), None
 
 
+def _relu(a):
+    return np.maximum(a, 0)
+
+
 class Relu(Op):
     node_name = "ReluBackward0"
+    compute = staticmethod(_relu)
 
     @staticmethod
     def forward(ctx, a):
-        out = np.maximum(a, 0)
+        out = _relu(a)
         ctx.save_for_backward(out)
         return out
 
@@ -95,6 +101,7 @@ class Sigmoid(Op):
 
 class Tanh(Op):
     node_name = "TanhBackward0"
+    compute = staticmethod(np.tanh)
 
     @staticmethod
     def forward(ctx, a):

@@ -30,6 +30,7 @@ def _shape(x: Any) -> tuple:
 
 class Add(Op):
     node_name = "AddBackward0"
+    compute = staticmethod(np.add)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -47,6 +48,7 @@ class Add(Op):
 
 class Sub(Op):
     node_name = "SubBackward0"
+    compute = staticmethod(np.subtract)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -66,6 +68,7 @@ class Rsub(Sub):
 
 class Mul(Op):
     node_name = "MulBackward0"
+    compute = staticmethod(np.multiply)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -91,14 +94,19 @@ class Mul(Op):
         return ga, gb
 
 
+def _divide(a, b):
+    with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, silently
+        return np.true_divide(a, b)
+
+
 class Div(Op):
     node_name = "DivBackward0"
+    compute = staticmethod(_divide)
 
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, silently
-            return a / b
+        return _divide(a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -111,6 +119,7 @@ class Div(Op):
 
 class Neg(Op):
     node_name = "NegBackward0"
+    compute = staticmethod(np.negative)
 
     @staticmethod
     def forward(ctx, a):
