@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     except ImportError:
         pass
+    if args.threads > 1:
+        from .common import use_wall_clock
+        use_wall_clock()
     modules = sorted({WORKLOADS[w] for w in wanted}, key=list(WORKLOADS.values()).index)
     results: dict[str, Any] = {}
     for module in modules:
