@@ -33,7 +33,7 @@ import time
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from . import lifecycle
-from .lifecycle import deferred_signals
+from .lifecycle import deferred_signals, main_thread
 from .record import frame
 
 __all__ = ["EventFileWriter"]
@@ -75,7 +75,6 @@ class EventFileWriter:
                  filename_suffix: str = "", purge_step: int | None = None) -> None:
         self.log_dir = os.fspath(log_dir)
         self.path: str | None = None
-        self.busy_thread = 0  # ident of the thread inside the critical section, 0 if none
         self._max_queue = max(1, int(max_queue))
         self._flush_secs = float(flush_secs)
         self._suffix = filename_suffix
@@ -125,23 +124,25 @@ class EventFileWriter:
         header.source_metadata.writer = "gradlog"
         self._pending.insert(0, frame(header.SerializeToString()))
 
+    def _critical(self, operation, *args):
+        # NOTE: the main thread is marked busy *before* it takes the lock and unmarked after it
+        # lets go, so a signal handler (always on the main thread) never waits for a lock the
+        # thread it interrupted holds: it defers the flush, and we run it here on the way out.
+        main = _get_ident() == main_thread.ident
+        if main:
+            main_thread.busy += 1
+        try:
+            with self._lock:
+                return operation(*args)
+        finally:
+            if main:
+                main_thread.busy -= 1
+                if deferred_signals and not main_thread.busy:
+                    lifecycle.run_deferred()
+
     def write(self, payload: bytes) -> None:
         """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
-        record = frame(payload)
-        with self._lock:
-            self.busy_thread = _get_ident()
-            try:
-                if self._error is not None:
-                    self._raise_stored_error()
-                if self._closed:
-                    raise ValueError(f"event file {self.path} is closed")
-                self._pending.append(record)
-                if len(self._pending) >= self._max_queue:
-                    self._write_pending()
-            finally:
-                self.busy_thread = 0
-        if deferred_signals:
-            lifecycle.run_deferred()
+        self._critical(self._append, frame(payload))
 
     def add_event(self, event: Event) -> None:
         """Queue an ``Event`` message."""
@@ -149,47 +150,14 @@ class EventFileWriter:
 
     def flush(self) -> None:
         """Write every pending event to the file (the OS's cache; no fsync)."""
-        with self._lock:
-            self.busy_thread = _get_ident()
-            try:
-                if self._error is not None:
-                    self._raise_stored_error()
-                if self._pending and not self._closed:
-                    self._write_pending()
-            finally:
-                self.busy_thread = 0
-        if deferred_signals:
-            lifecycle.run_deferred()
+        self._critical(self._flush)
 
     def close(self) -> None:
         """Flush and close the file. Idempotent; raises the first write error, if any."""
-        with self._lock:
-            self.busy_thread = _get_ident()
-            try:
-                if self._closed:
-                    return
-                self._closed = True
-                error, self._error = self._error, None
-                try:
-                    if self._pending:
-                        self._write_pending()
-                except OSError as write_error:
-                    error = error or write_error
-                finally:
-                    self._pending = []
-                    if self._fd is not None:
-                        fd, self._fd = self._fd, None
-                        try:
-                            os.close(fd)
-                        except OSError as close_error:
-                            error = error or _with_path(close_error, self.path)
-                if error is not None:
-                    raise error
-            finally:
-                self.busy_thread = 0
-                lifecycle.unregister(self)
-        if deferred_signals:
-            lifecycle.run_deferred()
+        try:
+            self._critical(self._close)
+        finally:
+            lifecycle.unregister(self)
 
     @property
     def closed(self) -> bool:
@@ -204,7 +172,6 @@ class EventFileWriter:
     def flush_if_due(self) -> None:
         """Called by the idle flusher thread; an error is kept for the writer's next call."""
         with self._lock:
-            self.busy_thread = _get_ident()
             try:
                 due = self.flush_due()
                 if due is not None and due <= time.monotonic():
@@ -212,13 +179,10 @@ class EventFileWriter:
             except OSError as error:
                 if self._error is None:
                     self._error = error
-            finally:
-                self.busy_thread = 0
 
     def after_fork_in_child(self) -> None:
         """In a forked child: the parent owns the queued records and the open file."""
         self._lock = threading.Lock()
-        self.busy_thread = 0
         self._pending = []
         self._error = None
         if self._fd is not None:
@@ -228,12 +192,50 @@ class EventFileWriter:
                 pass  # the child's copy of the descriptor; the parent's stays open
             self._fd = None
 
+    # The operations below run with the lock held.
+
+    def _append(self, record: bytes) -> None:
+        if self._error is not None:
+            self._raise_stored_error()
+        if self._closed:
+            raise ValueError(f"event file {self.path} is closed")
+        self._pending.append(record)
+        if len(self._pending) >= self._max_queue:
+            self._write_pending()
+
+    def _flush(self) -> None:
+        if self._error is not None:
+            self._raise_stored_error()
+        if self._pending and not self._closed:
+            self._write_pending()
+
+    def _close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        error, self._error = self._error, None
+        try:
+            if self._pending:
+                self._write_pending()
+        except OSError as write_error:
+            error = error or write_error
+        finally:
+            self._pending = []
+            if self._fd is not None:
+                fd, self._fd = self._fd, None
+                try:
+                    os.close(fd)
+                except OSError as close_error:
+                    error = error or _with_path(close_error, self.path)
+        if error is not None:
+            raise error
+
     def _raise_stored_error(self) -> None:
         error, self._error = self._error, None
         raise error
 
     def _write_pending(self) -> None:
-        # Called with the lock held. One os.write per flush (more only on a short write).
+        # One os.write per flush (more only on a short write).
         if self._fd is None:  # first write in a forked child
             self._open_file()
             lifecycle.register(self)

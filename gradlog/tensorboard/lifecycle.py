@@ -11,9 +11,9 @@ reference: a writer the program dropped is flushed by its own ``__del__``). Four
   program's own handler, or the default action, which we re-deliver so the exit status still says
   "killed by SIGTERM"). They are installed only from the main thread, and the previous handlers
   are restored when the last writer closes unless someone installed another handler since.
-  If the signal arrives while the main thread is inside a writer's critical section, the flush
-  would see a half-updated queue, so the handler only records the signal; the writer runs it as
-  soon as it leaves the critical section (:func:`run_deferred`).
+  If the signal arrives while the main thread is inside a writer's critical section, a flush
+  would wait for a lock that thread holds, or see a half-updated queue, so the handler only
+  records the signal; the writer runs it as soon as it leaves (:func:`run_deferred`).
 * **Idle flushing.** One daemon thread flushes writers whose oldest pending event is older than
   their ``flush_secs``, so data reaches the disk even when the training loop stops logging.
   An error there is kept by the writer and raised by its next call.
@@ -32,7 +32,7 @@ import threading
 import time
 import weakref
 
-__all__ = ["register", "unregister", "run_deferred", "deferred_signals"]
+__all__ = ["register", "unregister", "run_deferred", "deferred_signals", "main_thread"]
 
 _writers: weakref.WeakSet = weakref.WeakSet()
 _lock = threading.Lock()
@@ -41,6 +41,19 @@ _flusher: threading.Thread | None = None
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
 _previous: dict[int, object] = {}  # signal -> the handler we replaced (while ours is installed)
 deferred_signals: list[int] = []  # signals that arrived inside a critical section
+
+
+class _MainThread:
+    """The main thread's ident, and how deep it is in writers' critical sections."""
+
+    __slots__ = ("ident", "busy")
+
+    def __init__(self) -> None:
+        self.ident = threading.main_thread().ident
+        self.busy = 0
+
+
+main_thread = _MainThread()
 _stopped = False
 
 
@@ -123,8 +136,7 @@ def _restore_signal_handlers() -> None:
 
 
 def _on_signal(signum, frame) -> None:
-    me = threading.get_ident()
-    if any(writer.busy_thread == me for writer in list(_writers)):
+    if main_thread.busy:
         deferred_signals.append(signum)  # the interrupted writer calls run_deferred()
         return
     _flush_all(f"signal {signum}")
@@ -176,6 +188,7 @@ def _after_fork_in_child() -> None:
     _wake = threading.Event()
     _flusher = None
     deferred_signals.clear()
+    main_thread.__init__()  # the forking thread is the child's main thread
     for writer in list(_writers):
         writer.after_fork_in_child()  # it registers again (starting a flusher) when it writes
 
