@@ -99,6 +99,8 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
         targets = {}
         for t, edge in zip(inputs, _input_edges(inputs)):
             targets[edge] = t
+            if t._grad_fn is not None:  # as PyTorch: a non-leaf input retains its grad from now
+                t.retain_grad()
     if create_graph:
         warnings.warn(
             "Using backward() with create_graph=True will create a reference cycle between the "
@@ -333,14 +335,14 @@ class _Pass:
                     else:  # out of place, as PyTorch's retain_grad: a held .grad keeps its value
                         t._grad = t._grad + grads[k]
         if self.targets is not None:
-            for k, g in enumerate(grads):
-                edge = (node, k)
-                if edge in self.targets and g is not None:
-                    if self.accumulate:
-                        _accumulate_grad(self.targets[edge], g, self.create_graph)
-                    else:
+            if not self.accumulate:  # (backward(inputs=) non-leaves retain their grad, above)
+                for k, g in enumerate(grads):
+                    edge = (node, k)
+                    if edge in self.targets and g is not None:
                         self.captured[edge] = g
             if node not in runs:
+                if self.accumulate:  # the node of a backward input: PyTorch runs its hooks
+                    self._run_unneeded(node, grads)
                 return None
         if not any(g is not None for g in grads):
             return None
@@ -367,6 +369,20 @@ class _Pass:
         if not self.retain_graph:
             node._release()
         return outputs
+
+    def _run_unneeded(self, node: Node, grads: list) -> None:
+        """A node none of whose outputs is needed: its hooks run (post-hooks see no gradients)
+        and its saved tensors are released, as PyTorch does for a backward input's node."""
+        if node._pre_hooks:
+            for hook in tuple(node._pre_hooks.values()):
+                result = hook(tuple(grads))
+                if result is not None:
+                    grads = list(result)
+        if node._post_hooks:
+            for hook in tuple(node._post_hooks.values()):
+                hook((None,) * len(node._next), tuple(grads))
+        if not self.retain_graph:
+            node._release()
 
     def _run_leaf(self, node: AccumulateGrad, g: Tensor) -> None:
         leaf = node.variable

@@ -439,6 +439,35 @@ def hooks_fire_each_pass_with_retain_graph(L, log):
     log.append(x.grad)
 
 
+def grad_wrt_intermediate_skips_its_node_hooks(L, log):
+    x = L.tensor([1.0], requires_grad=True)
+    y = x * 2
+    y.register_hook(lambda g: log.append(("tensor", g)))
+    y.grad_fn.register_prehook(lambda go: log.append(("pre", go)))
+    y.grad_fn.register_hook(lambda gi, go: log.append(("post", gi, go)))
+    log.append(L.autograd.grad(y * 3, y))
+    log.append(y.retains_grad)
+    (y * 3).backward(inputs=[y])
+    log += [y.grad, x.grad, y.retains_grad]
+    log.append(raised(lambda: (y * 5).backward()))  # y's node ran: its saved tensors are freed
+
+
+def removable_handle_of_a_collected_tensor(L, log):
+    import gc
+    import weakref
+
+    x = L.tensor([1.0], requires_grad=True)
+    handle = x.register_hook(lambda g: g)
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    log.append(ref() is None)
+    handle.remove()
+    handle.remove()
+    with handle:
+        log.append("entered")
+
+
 PROGRAMS = [
     intermediate_grad, norm_monitor, scaling_hook_removed, closures_save_to_dict,
     zero_negative_via_clone, nan_detector, leaf_doubling, hook_chain, retain_grad_then_hook,
@@ -453,6 +482,7 @@ PROGRAMS = [
     hooks_across_branches_fire_in_creation_order, hooks_on_outputs_of_a_multi_output_function,
     retain_grad_survives_an_inplace_op, hooks_on_views, post_accumulate_with_backward_inputs,
     autograd_backward_function_form, hooks_fire_each_pass_with_retain_graph,
+    grad_wrt_intermediate_skips_its_node_hooks, removable_handle_of_a_collected_tensor,
 ]
 
 
