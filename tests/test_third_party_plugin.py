@@ -5,11 +5,11 @@ gradlog, found through their entry points, pass their own tests, and log through
 
 The fresh virtualenv works offline and in seconds: it is created without pip, and a ``.pth``
 file appends the directories where the running interpreter finds gradlog's dependencies (and
-pip and pytest). gradlog itself (editable, from this checkout) and the plugin packages are
-then installed into it with ``pip install -e``: pip finds every dependency already there, and
-the isolated build environment takes setuptools only from the package sources on this machine
-that pip's configuration names (file:// indexes, find-links directories); with none, pip uses
-its defaults.
+pip and pytest). pip installs the newest setuptools into it, taken only from the package
+sources on this machine that pip's configuration names (file:// indexes, find-links
+directories; with none, pip's defaults), then gradlog itself (editable, from this checkout)
+and the plugin packages with ``pip install --no-build-isolation -e``: every dependency is
+already there, so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -132,8 +132,8 @@ class FreshVenv:
             assert result.returncode == 0, f"{program} {args}:\n{result.stdout}{result.stderr}"
         return result
 
-    def pip_install_editable(self, path: Path) -> None:
-        self.run("python", "-m", "pip", "install", "-q", *self.sources, "-e", str(path))
+    def pip_install(self, *args: str) -> None:
+        self.run("python", "-m", "pip", "install", "-q", *self.sources, *args)
 
 
 def _copy_package(src: Path, dst: Path) -> Path:
@@ -148,12 +148,15 @@ def venv(tmp_path_factory) -> FreshVenv:
     package written by its own ``gradlog plugins new loss-window``, all installed with pip."""
     base = tmp_path_factory.mktemp("venv")
     v = FreshVenv(base / "venv")
-    v.pip_install_editable(REPO)
+    # the newest setuptools the package sources offer, once, instead of one isolated build
+    # environment per package (what build isolation would install)
+    v.pip_install("--upgrade", "setuptools")
+    v.pip_install("--no-build-isolation", "-e", str(REPO))
     v.example = _copy_package(EXAMPLE, base / "third_party_plugin")
-    v.pip_install_editable(v.example)
+    v.pip_install("--no-build-isolation", "-e", str(v.example))
     v.run("gradlog", "plugins", "new", "loss-window", "--dir", str(base))
     v.scaffold = base / "gradlog-loss-window"
-    v.pip_install_editable(v.scaffold)
+    v.pip_install("--no-build-isolation", "-e", str(v.scaffold))
     v.base = base
     return v
 
