@@ -5,6 +5,7 @@ User errors exit with status 2 and one line on stderr (``error: ...``), never a 
 
 from __future__ import annotations
 
+import errno
 import sys
 from typing import Any
 
@@ -20,6 +21,10 @@ class UserError(click.ClickException):
     exit_code = 2
 
 
+# click >= 8.2 raises this for a group called without a subcommand (it shows the help)
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
 class _Main(click.Group):
     """click's group, except that every error is reported on one line."""
 
@@ -30,7 +35,7 @@ class _Main(click.Group):
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
             rv = super().main(args, prog_name, complete_var, False, **extra)
-        except click.exceptions.NoArgsIsHelpError as exc:  # a bare group: show its help
+        except _NO_ARGS_IS_HELP as exc:
             exc.show()
             sys.exit(exc.exit_code)
         except click.ClickException as exc:
@@ -41,6 +46,11 @@ class _Main(click.Group):
             sys.exit(exc.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except OSError as exc:  # e.g. `gradlog inspect runs | head`: the reader went away
+            if exc.errno != errno.EPIPE:
+                raise
+            sys.stdout = click.utils.PacifyFlushWrapper(sys.stdout)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
