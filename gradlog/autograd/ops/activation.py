@@ -82,14 +82,19 @@ class Hardtanh(Op):
         return MaskMul.apply(g, mask._data), None, None
 
 
+def _sigmoid(a: np.ndarray) -> np.ndarray:
+    out = np.tanh(a * 0.5)
+    out *= 0.5
+    out += 0.5  # 0.5 * (1 + tanh(x / 2)): no overflow for large |x|
+    return out
+
+
 class Sigmoid(Op):
     node_name = "SigmoidBackward0"
 
     @staticmethod
     def forward(ctx, a):
-        out = np.tanh(a * 0.5)
-        out *= 0.5
-        out += 0.5  # 0.5 * (1 + tanh(x / 2)): no overflow for large |x|
+        out = _sigmoid(a)
         ctx.save_for_backward(out)
         return out
 
@@ -275,9 +280,8 @@ class Silu(Op):
 
     @staticmethod
     def forward(ctx, a):
-        s = np.tanh(a * 0.5) * 0.5 + 0.5
         ctx.save_for_backward(a)
-        return (a * s).astype(a.dtype, copy=False)
+        return a * _sigmoid(a)
 
     @staticmethod
     def backward(ctx, g):
