@@ -62,10 +62,12 @@ class GradNorm(Plugin):
     ``grad-norm/root``). By default it reads the raw gradients, right after the step's last
     backward and before any mutator, because clipping would hide exactly the explosion this
     monitor exists to show; ``source=final`` reads what the optimizer applies instead (not
-    logged on a step nan-guard skips). Default every=10: a norm costs one pass over the
-    gradients, and TensorBoard keeps 1,000 points of a scalar by default, i.e. 10,000 steps.
-    With ``warn_above`` set, a global norm above it (or non-finite) raises a RuntimeWarning and
-    logs a text summary naming the largest layers to ``grad-norm/warnings``.
+    logged on a step nan-guard skips). Default every=10: the norms cost about 0.05 ms a step
+    on the default example, so the cadence is about volume: TensorBoard keeps 1,000 points of
+    a scalar by default, which every=10 stretches over 10,000 steps; every=1 catches one-step
+    spikes. With ``warn_above`` set, a global norm above it (or non-finite) raises a
+    RuntimeWarning and logs a text summary naming the largest layers to
+    ``grad-norm/warnings``.
     """
 
     name = "grad-norm"

@@ -58,7 +58,8 @@ class Histogram(Plugin):
     grad-noise) and ``histogram/grad/<param>`` as the optimizer applies them (taken in
     on_before_optimizer_step, after every mutator). ``histogram/weight/<param>`` is taken
     before the update; ``histogram/activation/<module>`` comes from forward hooks on the
-    selected leaf modules, registered only for the forward of a logging step. The update ratio
+    selected leaf modules, registered only for the first forward of a logging step (until its
+    backward; with gradient accumulation, the first micro-batch). The update ratio
     ``histogram/update_ratio/<param>`` is the scalar ||w_after - w_before|| / ||w_before||
     (Frobenius norms; momentum, Adam and weight decay included; around 1e-3 is healthy),
     left out for parameters whose norm is 0.

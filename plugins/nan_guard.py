@@ -26,31 +26,37 @@ class Options:
         "help": "also report a non-finite training loss (from the batch's metrics)"})
 
 
-def _is_finite(values: np.ndarray) -> bool:
-    # One reduction instead of an element-wise mask: NaN and Inf always reach the sum. A sum
-    # that overflows from finite values is confirmed element-wise before it counts.
+def _nonfinite(named_grads: list[tuple[str, np.ndarray]]) -> list[str]:
+    """The names whose gradient holds a NaN or an Inf.
+
+    One BLAS dot product per gradient (faster than an element-wise isfinite mask): NaN and Inf
+    always reach it. A finite gradient whose squares overflow is confirmed element-wise."""
+    bad = []
     with np.errstate(over="ignore", invalid="ignore"):
-        total = values.sum()
-    return bool(np.isfinite(total)) or bool(np.isfinite(values).all())
+        for name, values in named_grads:
+            flat = values.reshape(-1)
+            if not np.isfinite(np.dot(flat, flat)) and not np.isfinite(flat).all():
+                bad.append(name)
+    return bad
 
 
 class NanGuard(Plugin):
-    """Checks every step's gradients for NaN/Inf, names where they first appeared, and skips
-    the step (default), stops the run, or warns.
+    """Stops NaN/Inf gradients before the update: names where they appeared, skips the step.
 
     Runs first (order 0), before grad-clip and grad-noise, so clipping never turns an Inf norm
-    into silently zeroed gradients. The check is one sum per parameter gradient. On a hit it
-    names the first non-finite parameter in backward order (the order in which gradients were
-    accumulated, recorded by post-accumulate-grad hooks: the layer closest to the loss where
-    the NaN was born, not the first layer of the model it spread to), its module and the step,
-    in a warning and in the text ``nan-guard/report``.
+    into silently zeroed gradients. The check is one dot product per parameter gradient. On a
+    hit it names the first non-finite parameter in backward order (the order in which
+    gradients were accumulated, recorded by post-accumulate-grad hooks: the layer closest to
+    the loss, where the NaN was born, not the first layer of the model it spread to), its
+    module and the step, in a warning and in the text ``nan-guard/report``.
 
-    ``action=skip`` raises SkipStep: every ``.grad`` is set to None and the optimizer leaves
-    parameters, momentum and Adam state untouched; the running total is logged as
-    ``nan-guard/skipped``. After ``max_consecutive`` non-finite steps in a row the run stops
-    with PluginAbort. ``action=raise`` stops at the first one; ``action=warn`` lets the step
-    happen. Every detection is counted in ``nan-guard/nonfinite_steps``; with ``check_loss``, a
-    non-finite ``train/loss`` is reported and counted in ``nan-guard/nonfinite_loss``.
+    ``action=skip`` (default) raises SkipStep: every ``.grad`` is set to None and the
+    optimizer leaves parameters, momentum and Adam state untouched; the running total is
+    logged as ``nan-guard/skipped``. After ``max_consecutive`` non-finite steps in a row the
+    run stops with PluginAbort. ``action=raise`` stops at the first one; ``action=warn`` lets
+    the step happen. Every detection is counted in ``nan-guard/nonfinite_steps``; with
+    ``check_loss``, a non-finite ``train/loss`` is reported and counted in
+    ``nan-guard/nonfinite_loss``.
     """
 
     name = "nan-guard"
@@ -86,8 +92,8 @@ class NanGuard(Plugin):
     def on_before_optimizer_step(self, run: Any) -> None:
         arrival = list(self._arrival)
         self._arrival.clear()  # in place: the hooks hold this list
-        bad = [n for n, p in self._params
-               if p.grad is not None and not _is_finite(to_numpy(p.grad))]
+        bad = _nonfinite([(n, to_numpy(p.grad)) for n, p in self._params
+                          if p.grad is not None])
         if not bad:
             self.consecutive = 0
             return

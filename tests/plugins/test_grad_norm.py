@@ -10,10 +10,12 @@ import warnings
 import numpy as np
 import pytest
 from gradlog_plugins.grad_norm import GradNorm
-from plugin_test_helpers import Recorder, ScaleGrads, baseline_losses, show
+from plugin_test_helpers import PoisonParamGrad, Recorder, ScaleGrads, baseline_losses, show
 
+import gradlog as gl
+from gradlog import optim
 from gradlog.plugin import PluginConfigError, resolve_plugins
-from gradlog.testing import PluginHarness
+from gradlog.testing import MemoryWriter, PluginHarness, tiny_model
 
 MODULES = {"0": ["0.weight", "0.bias"], "3": ["3.weight", "3.bias"], "7": ["7.weight", "7.bias"]}
 
@@ -67,6 +69,31 @@ def test_warns_and_logs_text_when_the_global_norm_is_above_warn_above():
         warnings.simplefilter("error")
         quiet = PluginHarness(GradNorm, every=1).run(steps=3)  # default inf: never warns
     assert quiet.texts("grad-norm/warnings").steps == []
+
+
+def test_with_gradient_accumulation_the_raw_norm_is_of_the_accumulated_gradients():
+    gl.manual_seed(0)
+    model = tiny_model()
+    opt = optim.SGD(model.parameters(), lr=0.05)
+    writer, expected = MemoryWriter(), []
+    xs = [gl.randn(4, 1, 16, 16) for _ in range(2)]
+    with gl.watch(model, opt, plugins=[GradNorm(every=1)], writer=writer, strict=True):
+        for _ in range(3):
+            opt.zero_grad()
+            for x in xs:  # two micro-batches, two backwards, one step
+                model(x).square().mean().backward()
+            expected.append(_hand_norm([p.grad.numpy() for p in model.parameters()]))
+            opt.step()
+    series = writer.series("scalar", "grad-norm/global")
+    assert series.steps == [0, 1, 2]
+    assert series.values == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_nonfinite_norm_triggers_the_warning():
+    with pytest.warns(RuntimeWarning, match=r"norm inf at step 1 is above warn_above=1e\+09"):
+        h = PluginHarness(GradNorm, every=1, warn_above=1e9,
+                          plugins=[PoisonParamGrad("0.bias", steps={1})]).run(steps=2)
+    assert h.texts("grad-norm/warnings").steps == [1]
 
 
 def test_losses_are_bit_identical_with_and_without_the_plugin():

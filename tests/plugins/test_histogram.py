@@ -10,7 +10,9 @@ import warnings
 import numpy as np
 import pytest
 from gradlog_plugins.histogram import KINDS, Histogram
+from gradlog_plugins.nan_guard import NanGuard
 from plugin_test_helpers import (
+    PoisonActivationGrad,
     PoisonParamGrad,
     Recorder,
     ScaleGrads,
@@ -19,9 +21,12 @@ from plugin_test_helpers import (
     show,
 )
 
+import gradlog as gl
+from gradlog import nn, optim
 from gradlog.plugin import PluginConfigError, resolve_plugins
 from gradlog.tensorboard import SummaryWriter
-from gradlog.testing import PluginHarness
+from gradlog.testing import MemoryWriter, PluginHarness
+from gradlog.utils.hooks import count_hooks
 
 PARAMS = ["0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias"]
 LEAVES = ["0", "1", "2", "3", "4", "5", "6", "7"]
@@ -120,6 +125,38 @@ def test_nonfinite_values_are_counted_by_the_writer_and_buckets_hold_every_other
     assert scalars[("histogram/grad/7.bias/nonfinite", 1)] == 1
     assert not any(tag.endswith("/nonfinite") and "7.bias" not in tag for tag, _ in scalars)
     assert sum(histos[("histogram/activation/7", 0)].bucket) == 16 * 4
+
+
+def test_in_a_users_own_loop_with_gradient_accumulation():
+    gl.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    writer, accumulated = MemoryWriter(), []
+    xs = [gl.randn(4, 3) for _ in range(2)]
+    with gl.watch(model, opt, plugins=[Histogram(every=2)], writer=writer, strict=True):
+        for _ in range(3):
+            opt.zero_grad()
+            for x in xs:  # two micro-batches, one step
+                model(x).square().mean().backward()
+            accumulated.append(np.array(model.get_parameter("0.weight").grad.numpy()))
+            opt.step()
+    raw = writer.series("histogram", "histogram/grad_raw/0.weight")
+    assert raw.steps == [0, 2]
+    np.testing.assert_array_equal(raw.values[1], accumulated[2].reshape(-1))
+    acts = writer.series("histogram", "histogram/activation/1")
+    assert acts.steps == [0, 2] and acts.values[0].size == 4 * 5  # the first micro-batch
+    assert count_hooks(model, opt) == 0
+
+
+def test_a_step_skipped_by_nan_guard_still_logs_its_raw_gradients():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        h = PluginHarness(Histogram, every=1, plugins=[
+            NanGuard(), PoisonActivationGrad("3", steps={1})]).run(steps=3)
+    raw = h.histograms("histogram/grad_raw/3.weight")
+    assert raw.steps == [0, 1, 2] and np.isnan(raw.values[1]).all()
+    assert h.histograms("histogram/grad/3.weight").steps == [0, 2]  # never applied
+    assert h.scalars("histogram/update_ratio/3.weight").steps == [0, 2]
 
 
 def test_include_exclude_and_kinds_select_what_is_logged():
