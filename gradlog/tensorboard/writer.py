@@ -81,8 +81,9 @@ class SummaryWriter:
                    new_style: bool = False, double_precision: bool = False) -> None:
         """Log one number (stored as float32; NaN and Inf are kept).
 
-        ``new_style=True`` writes a float32 tensor instead of ``simple_value``;
-        ``double_precision`` is accepted and ignored, with a warning (see the module doc).
+        ``new_style=True`` writes a rank-0 float32 tensor instead of ``simple_value``;
+        ``double_precision=True`` does the same, with a warning: TensorBoard's default loader
+        drops double scalars.
         """
         if new_style or double_precision:
             if double_precision:
