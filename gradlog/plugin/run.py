@@ -163,8 +163,9 @@ class Run:
         self._state = "running"
         for slot in self._dispatcher.slots:
             slot.registrar = HookRegistrar(self, slot)
-            slot.generator = adapter.new_generator(
-                (self.seed * 1_000_003 + zlib.crc32(slot.name.encode())) % (2 ** 63))
+            if slot.generator is None:  # not already restored by load_state_dict
+                slot.generator = adapter.new_generator(
+                    (self.seed * 1_000_003 + zlib.crc32(slot.name.encode())) % (2 ** 63))
         try:
             self._attach_framework_hooks()
             for slot in self._dispatcher.slots:
@@ -366,7 +367,9 @@ class Run:
             if s.name in state.get("plugins", {}):
                 s.plugin.load_state_dict(state["plugins"][s.name])
             gen = state.get("generators", {}).get(s.name)
-            if gen is not None and s.generator is not None:
+            if gen is not None:
+                if s.generator is None:  # restored before start(), as gradlog train resumes
+                    s.generator = adapter.new_generator(0)
                 s.generator.set_state(gen)
 
     # -- context manager -------------------------------------------------------------------
