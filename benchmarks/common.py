@@ -9,7 +9,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-
 # CPU time of this process: on a shared machine it does not count the time spent waiting for
 # a core, which wall time does. With more than one thread the wall clock is used instead.
 TIMER = time.process_time

@@ -112,14 +112,16 @@ class Trainer:
         self.say = (lambda text: None) if options.quiet else (lambda text: print(text, file=out))
         self.file_config = load_config(options.config_file) if options.config_file else {}
         self.config = self._config()
+        # plugins first: a typo in -p is reported before any data is built
+        plugins = resolve_plugins(options.plugins, config=self.file_config,
+                                  defaults=DEFAULT_PLUGINS if options.default_plugins else ())
         _random.manual_seed(self.config["seed"])
         self.built = self._build()
         self.model = self.built["model"]
         self.optimizer = self.built["optimizer"]
         self.scheduler = self.built.get("scheduler")
         self.run_dir, self.checkpoint = self._run_dir()
-        plugins = resolve_plugins(options.plugins, config=self.file_config,
-                                  defaults=DEFAULT_PLUGINS if options.default_plugins else ())
+        self._files_before = set(os.listdir(self.run_dir))
         from .tensorboard import SummaryWriter
         start_step = int(self.checkpoint["step"]) if self.checkpoint else None
         try:
@@ -225,6 +227,7 @@ class Trainer:
             except PluginConfigError as exc:  # found in a plugin's setup: still a user error
                 self._finish_quietly(exc)
                 self.run.writer.close()
+                self._remove_new_files()
                 err.write(f"error: {exc}\n")
                 return 2
             except (PluginError, PluginAbort) as exc:
@@ -243,6 +246,7 @@ class Trainer:
     def _run(self) -> int:
         run = self.run
         resumed = self.checkpoint is not None
+        metrics: dict = {}
         self._print_summary()
         run.start()
         if not resumed:
@@ -258,8 +262,8 @@ class Trainer:
             self.save_checkpoint()
             self.say(f"epoch {run.epoch}/{self.config['epochs']}: "
                      + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        self._log_hparams(metrics)
         run.finish()
-        self._log_hparams(metrics if self.config["epochs"] > 0 else {})
         print(f"{'' if self.opts.quiet else chr(10)}view the run:  tensorboard --logdir "
               f"{self.run_dir}", file=self.out)
         return 0
@@ -399,6 +403,16 @@ class Trainer:
         err.write(f"\n{name}: {saved} in {self.run_dir}; continue with "
                   f"gradlog train --resume {self.run_dir}\n")
         return 128 + int(signum)
+
+    def _remove_new_files(self) -> None:
+        """A run that failed before its first step leaves no event file behind, so the same
+        --logdir can be used again once the mistake is fixed."""
+        for name in set(os.listdir(self.run_dir)) - self._files_before:
+            path = os.path.join(self.run_dir, name)
+            if "tfevents" in name and os.path.isfile(path):
+                os.remove(path)
+        if not os.listdir(self.run_dir):
+            os.rmdir(self.run_dir)
 
     def _try_checkpoint(self, err: TextIO) -> None:
         try:

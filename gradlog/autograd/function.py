@@ -298,7 +298,7 @@ class Op(Function):
         # One pass over the arguments collects the arrays and, for inputs that require grad,
         # the graph edges; nothing else is done unless a graph is recorded.
         requires = False
-        if _mode.grad_enabled:
+        if _mode.grad_enabled and not _mode.inference:
             arrays = []
             nexts = []
             needs = []

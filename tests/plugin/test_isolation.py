@@ -8,7 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
-from conftest import cross_entropy, make_batches, setup_model, user_loop
+from plugin_helpers import cross_entropy, make_batches, setup_model, user_loop
 
 import gradlog as gl
 from gradlog.plugin import (

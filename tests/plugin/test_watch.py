@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import cross_entropy, make_batches, setup_model, user_loop
+from plugin_helpers import cross_entropy, make_batches, setup_model, user_loop
 
 import gradlog as gl
 from gradlog.plugin import Plugin, PluginConfigError

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TINY, gradlog_train, scalars
+from train_helpers import TINY, gradlog_train, scalars
 
 pytestmark = pytest.mark.slow
 

@@ -4,7 +4,6 @@ Parameter and the functional ops, so these tests exercise the framework alone)."
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import gradlog as gl
 from gradlog import nn, optim
@@ -68,8 +67,3 @@ def user_loop(run, model, opt, batches, *, announce: bool = True) -> list[float]
         run.log_scalar("train/loss", loss)
         losses.append(float(loss.item()))
     return losses
-
-
-@pytest.fixture
-def batches():
-    return make_batches()

@@ -1,0 +1,90 @@
+"""Helpers for end-to-end runs of ``gradlog train``: tiny configurations, a test-only plugin
+distribution (found through a ``.dist-info`` folder on PYTHONPATH, as pip would install it),
+and reading runs back with TensorBoard's own loader."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+TINY = """
+[train]
+train_size = 256
+val_size = 64
+two_object_size = 8
+"""
+
+KILLER = '''
+import os
+import signal
+from dataclasses import dataclass, field
+
+from gradlog.plugin import Plugin
+
+
+@dataclass
+class Options:
+    at_step: int = 3
+    signal: str = "KILL"
+    event: str = "on_batch_end"
+
+
+class Killer(Plugin):
+    """Sends a signal to its own process at a chosen event and step (tests only)."""
+
+    name = "killer"
+    Options = Options
+
+    def _maybe(self, run, event):
+        if event == self.options.event and run.step == self.options.at_step:
+            os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
+
+    def on_batch_start(self, run, batch):
+        self._maybe(run, "on_batch_start")
+
+    def on_after_backward(self, run):
+        self._maybe(run, "on_after_backward")
+
+    def on_before_optimizer_step(self, run):
+        self._maybe(run, "on_before_optimizer_step")
+
+    def on_batch_end(self, run, metrics):
+        self._maybe(run, "on_batch_end")
+
+    def on_epoch_end(self, run):
+        self._maybe(run, "on_epoch_end")
+
+
+class Explodes(Plugin):
+    """A mutator that raises at a chosen step (tests only)."""
+
+    name = "explodes"
+    kind = "mutator"
+
+    def on_before_optimizer_step(self, run):
+        if run.step == 2:
+            raise ZeroDivisionError("exploded on purpose")
+'''
+
+
+def gradlog_train(args: list[str], plugin_path: Path | None = None,
+                  timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``gradlog train ARGS`` in a child process (as a user would)."""
+    env = dict(os.environ)
+    if plugin_path is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_path),
+                                                          env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "gradlog.cli", "train", *args],
+                          capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def scalars(run_dir: str, tag: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of ``tag`` as TensorBoard's loader sees the run (purge applied)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    acc = EventAccumulator(run_dir, size_guidance={"scalars": 0, "tensors": 0})
+    acc.Reload()
+    if tag not in acc.Tags()["scalars"]:
+        return []
+    return [(e.step, e.value) for e in acc.Scalars(tag)]
