@@ -44,20 +44,34 @@ def probe_sets(val: Shapes, config: dict) -> dict:
     }
 
 
-def cnn(num_classes: int, size: int) -> nn.Module:
+def cnn(num_classes: int) -> nn.Module:
+    """Three 3x3 conv blocks (BatchNorm, ReLU; a 2x2 max-pool after the first two), global
+    average pooling and a linear classifier.
+
+    Why this shape: the last conv (module ``8``, Grad-CAM's default layer) keeps an 8x8 map
+    whose every position the classifier reads through the average, so the Grad-CAM of a class
+    is its evidence map (CAM up to a constant); with a flatten + linear head the map localises
+    poorly. BatchNorm lets SGD at lr 0.05 train it to >99% in three epochs; without it the
+    same run stays at chance. 8/16/32 channels keep ``gradlog train`` well under a minute.
+    """
     return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Flatten(), nn.Linear(32 * (size // 4) ** 2, num_classes),
+        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes),
     )
 
 
 def build(config: dict) -> dict[str, Any]:
-    """The CNN, SGD with momentum, cross-entropy, loaders and probe sets."""
+    """The CNN, SGD with momentum and a per-step cosine learning-rate decay (to 0 at the last
+    step), cross-entropy, loaders and probe sets."""
     train, val = shapes_data(config)
-    model = cnn(train.num_classes, train.images.shape[-1])
+    model = cnn(train.num_classes)
     optimizer = optim.SGD(model.parameters(), lr=float(config.get("lr", 0.05)), momentum=0.9)
     train_loader, val_loader = loaders(train, val, config)
+    steps = len(train_loader) * int(config.get("epochs", 3))
+    scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=max(steps, 1))
     return {"model": model, "optimizer": optimizer, "loss_fn": nn.CrossEntropyLoss(),
             "train_loader": train_loader, "val_loader": val_loader,
+            "scheduler": scheduler, "scheduler_interval": "step",
             "probe_sets": probe_sets(val, config)}
