@@ -208,6 +208,9 @@ class Trainer:
                            if isinstance(v, (int, float, str, bool))}}
 
     def save_checkpoint(self) -> str:
+        # Events first: everything up to the checkpoint's step must be on disk, because a
+        # resumed run starts logging after it (and purges anything later).
+        self.run.writer.flush()
         return runs.save_checkpoint(self.run_dir, self._state())
 
     # -- running -----------------------------------------------------------------------------

@@ -53,11 +53,15 @@ def test_refuses_a_directory_that_holds_a_run(tmp_path, tiny_config):
 
 
 def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_config,
-                                                            uninterrupted):
+                                                            test_plugins, uninterrupted):
+    """Killed right after the epoch-end checkpoint, before the next batch starts."""
     full, part = uninterrupted[0], tmp_path / "part"
-    base = ["--no-default-plugins", "--config", tiny_config, "--quiet"]
-    assert gradlog_train([*base, "--epochs", "1", "--logdir", str(part)]).returncode == 0
-    resumed = gradlog_train([*base, "--epochs", "2", "--resume", str(part)])
+    base = ["--no-default-plugins", "--config", tiny_config, "--quiet", "--epochs", "2"]
+    killed = gradlog_train([*base, "--logdir", str(part), "-p",
+                            "killer:at_step=4,signal=KILL,event=on_batch_start"], test_plugins)
+    assert killed.returncode == -9
+    assert (part / "checkpoint-00000004.npz").exists()
+    resumed = gradlog_train([*base, "--resume", str(part)])
     assert resumed.returncode == 0, resumed.stderr
     assert _losses(part) == _losses(full)
 
