@@ -204,7 +204,8 @@ class GradCAM(Plugin):
 
     When the run has the probe set ``two_object`` (images, labels (N, 2), masks (N, 2, H, W)),
     it also maps each image for each of its two classes and logs ``gradcam/own_hit`` (the map
-    peaks inside that class's object), ``gradcam/other_hit`` (inside the other object) and
+    peaks inside that class's object: the mask pixel at the argmax of the upsampled map is set,
+    no tolerance), ``gradcam/other_hit`` (inside the other object) and
     ``gradcam/discrimination`` = own_hit - other_hit: a lone object is found by untrained
     networks too, telling two objects apart is what training adds.
 
@@ -228,7 +229,7 @@ class GradCAM(Plugin):
 
     # -- events --------------------------------------------------------------------------
     def on_train_start(self, run: Any) -> None:
-        self._probe(run, scores=False)
+        self._probe(run, scores=self.options.discrimination == "every")
 
     def on_batch_end(self, run: Any) -> None:
         if run.step % self.options.every == 0 and run.step != self._probed_at:
