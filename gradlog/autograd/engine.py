@@ -10,6 +10,7 @@ post-accumulate hooks.
 from __future__ import annotations
 
 import heapq
+import sys
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -64,6 +65,8 @@ def _roots(tensors: tuple, grads: Any, what: str = "grad_output") -> list:
         else:
             if not isinstance(g, Tensor):
                 g = wrap(np.asarray(g, dtype=t._data.dtype))
+            elif not g._requires_grad:
+                g = wrap(g._data)  # the caller keeps its tensor: the array is visibly shared
             if g._data.shape != t._data.shape:
                 raise RuntimeError(
                     f"Mismatch in shape: {what}[{i}] has a shape of {g.shape!r} and output[{i}] "
@@ -270,6 +273,8 @@ class _Pass:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
                             _count_error(node, outputs)
+                        if not create_graph and (len(outputs) > 1 or outputs[0] is grads[0]):
+                            outputs = _unalias(outputs, grads)
                         if release and node._saved is not None:
                             node._saved = _FREED
                     else:
@@ -353,6 +358,8 @@ class _Pass:
                     grads = list(result)
         try:
             outputs = node._run_backward(grads)
+            if not self.create_graph:
+                outputs = _unalias(outputs, grads)
         except Exception:
             if node._trace is not None:
                 _warn_forward_trace(node)
@@ -395,7 +402,7 @@ class _Pass:
             if not self.accumulate:
                 self.captured[edge] = g
                 return None
-        _accumulate_grad(leaf, g, self.create_graph)
+        _accumulate_grad(leaf, g, self.create_graph, steal=not leaf._hooks)
         if leaf._post_hooks:
             for hook in tuple(leaf._post_hooks.values()):
                 result = hook(leaf)
@@ -429,7 +436,7 @@ def _add_to_buffer(buffers: dict, node: Node, nr: int, g: Tensor, create_graph: 
         buf[nr] = wrap(old._data + g._data)
 
 
-def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
+def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool, steal: bool = False) -> None:
     data = g._data
     if data.shape != t._data.shape or data.dtype != t._data.dtype:
         if data.size == t._data.size or data.ndim < t._data.ndim:
@@ -441,8 +448,13 @@ def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
         g = wrap(data)
     old = t._grad
     if old is None:
-        # Copy so that .grad never aliases a buffer another tensor's .grad may share.
-        t._grad = g if create_graph else wrap(np.array(data, order="C"))
+        if create_graph:
+            t._grad = g
+        elif steal and data.base is None and data.flags.writeable and \
+                data.flags.c_contiguous and sys.getrefcount(data) <= _SOLE_OWNER:
+            t._grad = wrap(data)  # a fresh array nothing else holds: take it, as PyTorch does
+        else:  # copy, so that .grad never aliases memory another tensor may change
+            t._grad = wrap(np.array(data, order="C"))
     elif create_graph or old._requires_grad:
         t._grad = old + g
     else:
@@ -451,6 +463,24 @@ def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
         except ValueError:  # a read-only or broadcast .grad set by the user
             old._data = old._data + data
         old._bump_version()
+
+
+# References to a gradient array held by exactly one tensor, as counted inside
+# _accumulate_grad: that tensor, the local name, and getrefcount's own argument.
+_SOLE_OWNER = 3
+
+
+def _unalias(outputs: tuple, grads: list) -> tuple:
+    """Give gradients that a backward passed through unchanged, or returned twice, their own
+    tensor objects: sharing then shows in the array's reference count, so a leaf never takes
+    memory that another tensor still uses."""
+    out = list(outputs)
+    for i, o in enumerate(out):
+        if o is None:
+            continue
+        if any(o is x for x in grads) or any(o is out[j] for j in range(i)):
+            out[i] = wrap(o._data)
+    return tuple(out)
 
 
 def run_tensor_hooks(hooks: HookRegistry, grad: Tensor) -> Tensor:
