@@ -11,7 +11,8 @@ the one bucket ``[v - 0.5, v + 0.5]``. Default bins are ``"tensorflow"``: PyTorc
 ``+-1e-12 * 1.1**k`` and 0; a bucket ``[a, b)`` holds ``a <= x < b``, as in ``np.histogram``.
 
 How: the values are sorted in blocks that fit in the CPU cache (numpy's sort is vectorized), and
-each edge is binary-searched in each sorted block. That gives exact counts for any edges in about
+each edge is binary-searched in each sorted block (as the block passes through one reused buffer
+when the edges are known in advance). That gives exact counts for any edges in about
 the time ``np.histogram(values, bins=30)`` takes (a scatter with ``np.bincount`` into 1549 buckets
 was slower), and the min, the max and the non-finite values (sorted to the ends) come for free;
 the sums are taken while a block is in the cache.
@@ -52,17 +53,46 @@ def _sum_squares(values: np.ndarray) -> float:
         return float(np.einsum("i,i->", values, values, dtype=np.float64))
 
 
-class _Sorted:
-    """The finite values in sorted blocks, with their count, sum, sum of squares, min and max,
-    and the number of non-finite values."""
+def _cuts(edges: np.ndarray, dtype) -> np.ndarray:
+    """``edges`` in the values' dtype such that ``x < cut  <=>  x < edge`` for every value x."""
+    cuts = edges.astype(dtype)
+    if dtype != np.float64:  # the smallest float32 >= edge
+        below = cuts.astype(np.float64) < edges
+        cuts[below] = np.nextafter(cuts[below], np.inf)
+    return cuts
 
-    def __init__(self, values: np.ndarray) -> None:
+
+def _add_below(below: np.ndarray, cuts: np.ndarray, block: np.ndarray) -> None:
+    """``below[j] +=`` the number of values of the sorted ``block`` that are ``< cuts[j]``."""
+    first, last = np.searchsorted(cuts, (block[0], block[-1]), side="right")
+    below[first:last] += np.searchsorted(block, cuts[first:last], side="left")
+    below[last:] += block.size
+
+
+class _Sorted:
+    """One pass over the values in sorted blocks: their count, sum, sum of squares, min, max and
+    the number of non-finite values, and, for ``edges`` known in advance, how many values lie
+    below each edge (``below``). Without ``edges`` (they depend on the min and max), the sorted
+    blocks are kept for :meth:`below_cuts`; with them, one block-sized buffer is reused."""
+
+    def __init__(self, values: np.ndarray, edges: np.ndarray | None = None) -> None:
         self.blocks: list[np.ndarray] = []
         self.count = self.nonfinite = 0
         self.sum = self.sum_squares = 0.0
         self.min, self.max = math.inf, -math.inf
+        self.below: np.ndarray | None = None
+        if edges is not None:
+            cuts = _cuts(edges, values.dtype)
+            self.below = np.zeros(len(edges), dtype=np.int64)
+            buffer = np.empty(min(_BLOCK, values.size), dtype=values.dtype)
         for start in range(0, values.size, _BLOCK):
-            block = np.sort(values[start:start + _BLOCK])
+            chunk = values[start:start + _BLOCK]
+            if edges is None:
+                block = np.sort(chunk)
+            else:
+                block = buffer[:chunk.size]
+                block[...] = chunk
+                block.sort()
             low, high = 0, block.size
             if block[0] == -np.inf:
                 low = int(np.searchsorted(block, -np.inf, side="right"))
@@ -78,21 +108,18 @@ class _Sorted:
             self.min = min(self.min, float(finite[0]))
             self.max = max(self.max, float(finite[-1]))
             self.count += finite.size
-            self.blocks.append(finite)
+            if edges is None:
+                self.blocks.append(finite)
+            else:
+                _add_below(self.below, cuts, finite)
 
-    def counts(self, inner: np.ndarray) -> np.ndarray:
-        """Counts of the buckets cut by the increasing ``inner`` edges (inside (min, max))."""
-        dtype = self.blocks[0].dtype
-        cuts = inner.astype(dtype)
-        if dtype != np.float64:  # x < edge  <=>  x < the smallest float32 >= edge
-            below = cuts.astype(np.float64) < inner
-            cuts[below] = np.nextafter(cuts[below], np.inf)
-        below_cut = np.zeros(len(cuts), dtype=np.int64)
+    def below_cuts(self, edges: np.ndarray) -> np.ndarray:
+        """How many values lie below each of ``edges`` (from the kept blocks)."""
+        cuts = _cuts(edges, self.blocks[0].dtype)
+        below = np.zeros(len(cuts), dtype=np.int64)
         for block in self.blocks:
-            first, last = np.searchsorted(cuts, (block[0], block[-1]), side="right")
-            below_cut[first:last] += np.searchsorted(block, cuts[first:last], side="left")
-            below_cut[last:] += block.size
-        return np.diff(np.concatenate(([0], below_cut, [self.count])))
+            _add_below(below, cuts, block)
+        return below
 
 
 def _estimated_bin_count(values: np.ndarray, rule: str, low: float, high: float) -> int:
@@ -106,29 +133,32 @@ def _estimated_bin_count(values: np.ndarray, rule: str, low: float, high: float)
     return math.ceil((high - low) / width) if width else 1
 
 
-def _inner_edges(data: _Sorted, bins) -> np.ndarray:
-    """The edges of ``bins`` that lie strictly inside ``(data.min, data.max)``."""
-    low, high = data.min, data.max
-    if isinstance(bins, str) and bins == "tensorflow":
-        edges = tensorflow_edges()
-    elif isinstance(bins, str):
-        values = np.concatenate(data.blocks)
-        if bins in ("auto", "fd"):
-            count = _estimated_bin_count(values, bins, low, high)
-        else:
-            count = len(np.histogram_bin_edges(values, bins=bins, range=(low, high))) - 1
-        edges = np.linspace(low, high, max(1, min(count, _MAX_ESTIMATED_BINS)) + 1)
-    elif np.ndim(bins) == 0:
+def _fixed_edges(bins) -> np.ndarray | None:
+    """The edges of ``bins`` when they do not depend on the data, else None."""
+    if isinstance(bins, str):
+        return tensorflow_edges() if bins == "tensorflow" else None
+    if np.ndim(bins) == 0:
         if int(bins) < 1:
             raise ValueError(f"bins must be at least 1, got {bins}")
-        edges = np.linspace(low, high, int(bins) + 1)
+        return None
+    edges = np.asarray(bins, dtype=np.float64).ravel()
+    if edges.size == 0 or np.any(np.diff(edges) <= 0):
+        raise ValueError("bins must increase monotonically")
+    return edges
+
+
+def _data_edges(data: _Sorted, bins) -> np.ndarray:
+    """Equal-width edges over ``[min, max]``: ``bins`` of them, or as many as a numpy rule
+    (``"auto"``, ``"fd"``, ...) asks for."""
+    low, high = data.min, data.max
+    if not isinstance(bins, str):
+        return np.linspace(low, high, int(bins) + 1)
+    values = np.concatenate(data.blocks)
+    if bins in ("auto", "fd"):
+        count = _estimated_bin_count(values, bins, low, high)
     else:
-        edges = np.asarray(bins, dtype=np.float64).ravel()
-        if edges.size == 0 or np.any(np.diff(edges) <= 0):
-            raise ValueError("bins must increase monotonically")
-    first = np.searchsorted(edges, low, side="right")
-    last = np.searchsorted(edges, high, side="left")
-    return edges[first:last]
+        count = len(np.histogram_bin_edges(values, bins=bins, range=(low, high))) - 1
+    return np.linspace(low, high, max(1, min(count, _MAX_ESTIMATED_BINS)) + 1)
 
 
 def _merge(limits: np.ndarray, counts: np.ndarray, starts: np.ndarray):
@@ -175,7 +205,8 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
     array = np.asarray(values)
     if array.size == 0:
         raise ValueError("cannot make a histogram of an empty tensor")
-    data = _Sorted(_as_float(array.ravel()))
+    edges = _fixed_edges(bins)
+    data = _Sorted(_as_float(array.ravel()), edges)
     if data.count == 0:
         return None, data.nonfinite
     low, high = data.min, data.max
@@ -186,8 +217,14 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
         low, high = low - half, high + half
         limits, counts = np.array([high]), np.array([data.count])
     else:
-        inner = _inner_edges(data, bins)
-        limits, counts = np.append(inner, high), data.counts(inner)
+        if edges is None:
+            edges = _data_edges(data, bins)
+        first = np.searchsorted(edges, low, side="right")  # edges[first:last] lie inside
+        last = np.searchsorted(edges, high, side="left")
+        inner = edges[first:last]
+        below = data.below_cuts(inner) if data.below is None else data.below[first:last]
+        limits = np.append(inner, high)
+        counts = np.diff(np.concatenate(([0], below, [data.count])))
         if max_bins is not None and len(counts) > max_bins:
             group = -(-len(counts) // max(1, int(max_bins)))
             limits, counts = _merge(limits, counts, np.arange(0, len(counts), group))

@@ -31,12 +31,12 @@ WRITE_THEN_WAIT = """
     writer = SummaryWriter(sys.argv[1], max_queue=1000, flush_secs=1000)
     for step in range(25):
         writer.add_scalar("loss", step / 10, step)
-    print("ready", flush=True)
     {wait}
 """
+READY = 'print("ready", flush=True); time.sleep(60)'
 
 
-def start_child(log_dir, setup="", wait="time.sleep(60)"):
+def start_child(log_dir, setup="", wait=READY):
     code = textwrap.dedent(WRITE_THEN_WAIT.format(setup=setup, wait=wait))
     child = subprocess.Popen([sys.executable, "-c", code, log_dir], stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True, env=child_env())
@@ -69,9 +69,9 @@ def test_sigterm_flushes_then_dies_of_sigterm(log_dir):
 
 def test_sigint_flushes_before_keyboardinterrupt(log_dir):
     # The child leaves with os._exit, skipping atexit: only the signal handler can have flushed.
-    child = start_child(log_dir, wait="""
+    child = start_child(log_dir, wait=f"""
     try:
-        time.sleep(60)
+        {READY}
     except KeyboardInterrupt:
         import os; os._exit(3)""")
     child.send_signal(signal.SIGINT)
