@@ -218,6 +218,7 @@ def test_unwritable_directory_raises_naming_the_path(tmp_path, monkeypatch):
     assert "tfevents" in raised.value.filename
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="RLIMIT_FSIZE is POSIX")
 def test_a_real_kernel_write_error_is_raised_with_the_path(tmp_path):
     # RLIMIT_FSIZE makes the kernel refuse writes past 4 KiB (EFBIG); no monkeypatching.
     result = run_python("""
@@ -237,6 +238,7 @@ def test_a_real_kernel_write_error_is_raised_with_the_path(tmp_path):
     assert int(code) == errno.EFBIG and "tfevents" in filename
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_forked_child_writes_its_own_file_and_never_the_parents_records(log_dir):
     result = run_python("""
         import os, sys

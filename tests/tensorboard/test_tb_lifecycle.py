@@ -24,6 +24,8 @@ from tensorboard.compat.proto.event_pb2 import Event
 
 from gradlog.tensorboard import SummaryWriter, lifecycle
 
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
 WRITE_THEN_WAIT = """
     import sys, time
     {setup}
