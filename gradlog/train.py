@@ -124,6 +124,8 @@ class Trainer:
         self._files_before = set(os.listdir(self.run_dir))
         from .tensorboard import SummaryWriter
         start_step = int(self.checkpoint["step"]) if self.checkpoint else None
+        if start_step is None and self.opts.resume and runs.has_events(self.run_dir):
+            start_step = 0  # a run killed before its first checkpoint starts over: hide it all
         try:
             writer = SummaryWriter(log_dir=self.run_dir, purge_step=start_step, flush_secs=5)
         except OSError as exc:
