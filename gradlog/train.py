@@ -134,6 +134,7 @@ class Trainer:
         self.run = Run(self.model, self.optimizer, writer, plugins=plugins,
                        strict=options.strict_plugins, probe_sets=self.built.get("probe_sets"),
                        config=self.config, seed=self.config["seed"], auto_batches=False)
+        self._checkpoint_step: int | None = None
         if self.checkpoint:
             self._restore(self.checkpoint)
         self.interrupted: int | None = None
@@ -213,7 +214,9 @@ class Trainer:
         # Events first: everything up to the checkpoint's step must be on disk, because a
         # resumed run starts logging after it (and purges anything later).
         self.run.writer.flush()
-        return runs.save_checkpoint(self.run_dir, self._state())
+        path = runs.save_checkpoint(self.run_dir, self._state())
+        self._checkpoint_step = self.run.step
+        return path
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, err: TextIO) -> int:
@@ -267,6 +270,8 @@ class Trainer:
             self.save_checkpoint()
             self.say(f"epoch {run.epoch}/{self.config['epochs']}: "
                      + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+            if self.interrupted is not None:  # a signal during validation or the checkpoint
+                raise _Interrupted(self.interrupted)
         self._log_hparams(metrics)
         run.finish()
         print(f"{'' if self.opts.quiet else chr(10)}view the run:  tensorboard --logdir "
@@ -420,6 +425,8 @@ class Trainer:
             os.rmdir(self.run_dir)
 
     def _try_checkpoint(self, err: TextIO) -> None:
+        if self._checkpoint_step == self.run.step:
+            return  # saved at this step already (the end of an epoch)
         try:
             self.save_checkpoint()
         except Exception as exc:  # noqa: BLE001  (report, then exit with the real reason)
