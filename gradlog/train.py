@@ -200,6 +200,12 @@ class Trainer:
         self.built["train_loader"].load_state_dict(state["train_loader"])
         self.run.load_state_dict(state["run"])
         _random.set_rng_state(state["rng"])
+        # The new event file hides the old session's steps >= the checkpoint's (purge_step);
+        # what was logged at that step before the checkpoint (validation, epoch-end plugins)
+        # is written again, byte for byte, so resuming loses no point.
+        file_writer = self.run.writer._get_file_writer()
+        for payload in state.get("events_at_step", ()):
+            file_writer.write(np.asarray(payload, dtype=np.uint8).tobytes())
 
     def _state(self) -> dict:
         return {"step": self.run.step, "epoch": self.run.epoch,
@@ -210,13 +216,42 @@ class Trainer:
                 "config": {k: v for k, v in self.config.items()
                            if isinstance(v, (int, float, str, bool))}}
 
-    def save_checkpoint(self) -> str:
-        # Events first: everything up to the checkpoint's step must be on disk, because a
-        # resumed run starts logging after it (and purges anything later).
-        self.run.writer.flush()
-        path = runs.save_checkpoint(self.run_dir, self._state())
+    def save_checkpoint(self, events_at_step: list | None = None, *,
+                        flush_errors: bool = True) -> str:
+        """Flush the event files, then write the checkpoint: a checkpoint on disk means every
+        event logged before it is in the files too, so a run resumed from it (which hides the
+        old session's steps from the checkpoint's on) neither loses nor repeats a step."""
+        state = self._state()
+        state["events_at_step"] = [np.frombuffer(p, dtype=np.uint8)
+                                   for p in events_at_step or ()]
+        try:
+            self.run.writer.flush()
+        except OSError:
+            if flush_errors:
+                raise
+        path = runs.save_checkpoint(self.run_dir, state)
         self._checkpoint_step = self.run.step
         return path
+
+    @contextlib.contextmanager
+    def _events_at_step(self) -> Any:
+        """Collect the serialized events logged at the current step inside the block: the
+        ones a checkpoint at this step carries (see ``_restore``)."""
+        from tensorboard.compat.proto.event_pb2 import Event
+        step = self.run.step
+        file_writer = self.run.writer._get_file_writer()
+        captured: list[bytes] = []
+
+        def write(payload: bytes) -> None:
+            type(file_writer).write(file_writer, payload)
+            captured.append(payload)
+
+        file_writer.write = write  # NOTE: on this instance only, for the block
+        try:
+            yield captured
+        finally:
+            del file_writer.write
+            captured[:] = [p for p in captured if Event.FromString(p).step >= step]
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, err: TextIO) -> int:
@@ -261,13 +296,14 @@ class Trainer:
             self._log_config()
         for _epoch in range(run.epoch, self.config["epochs"]):
             self._train_epoch()
-            metrics = self._validate()
-            run.validation_end(metrics)
-            run.epoch_end()
+            with self._events_at_step() as events:
+                metrics = self._validate()
+                run.validation_end(metrics)
+                run.epoch_end()
             if self.scheduler is not None and self.built.get("scheduler_interval",
                                                                "epoch") == "epoch":
                 self.scheduler.step()
-            self.save_checkpoint()
+            self.save_checkpoint(events)
             self.say(f"epoch {run.epoch}/{self.config['epochs']}: "
                      + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
             if self.interrupted is not None:  # a signal during validation or the checkpoint
@@ -428,7 +464,7 @@ class Trainer:
         if self._checkpoint_step == self.run.step:
             return  # saved at this step already (the end of an epoch)
         try:
-            self.save_checkpoint()
+            self.save_checkpoint(flush_errors=False)
         except Exception as exc:  # noqa: BLE001  (report, then exit with the real reason)
             err.write(f"warning: could not save a checkpoint: {exc}\n")
 
