@@ -289,7 +289,6 @@ class Trainer:
     def _run(self) -> int:
         run = self.run
         resumed = self.checkpoint is not None
-        metrics: dict = {}
         self._print_summary()
         run.start()
         if not resumed:
@@ -303,12 +302,14 @@ class Trainer:
             if self.scheduler is not None and self.built.get("scheduler_interval",
                                                                "epoch") == "epoch":
                 self.scheduler.step()
+            if run.epoch == self.config["epochs"]:
+                # before the last checkpoint: resuming a finished run logs no second trial
+                self._log_hparams(metrics)
             self.save_checkpoint(events)
             self.say(f"epoch {run.epoch}/{self.config['epochs']}: "
                      + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
             if self.interrupted is not None:  # a signal during validation or the checkpoint
                 raise _Interrupted(self.interrupted)
-        self._log_hparams(metrics)
         run.finish()
         print(f"{'' if self.opts.quiet else chr(10)}view the run:  tensorboard --logdir "
               f"{self.run_dir}", file=self.out)
