@@ -411,9 +411,14 @@ class Trainer:
             for k, v in (vars(p.options) if p.options is not None else {}).items():
                 if isinstance(v, (int, float, str, bool)):
                     hparams[f"{p.name}.{k}"] = v
+        trial = os.path.join(self.run_dir, "hparams")
         try:
-            self.run.writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
-                                                  for k, v in metrics.items()})
+            # One trial per run, in a fixed directory: a resumed run that logs it again hides
+            # the earlier session's copy (purge at step 0) instead of adding a second trial.
+            from .tensorboard import SummaryWriter
+            with SummaryWriter(trial, purge_step=0 if runs.has_events(trial) else None) as w:
+                w.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
+                                        for k, v in metrics.items()}, run_name=".")
         except OSError:
             raise
         except Exception as exc:  # noqa: BLE001  (hparams are a summary, not the run)
