@@ -20,6 +20,7 @@ __all__ = ["default_run_dir", "has_events", "checkpoints", "newest_checkpoint",
 
 CHECKPOINT_FORMAT = "gradlog-run-checkpoint"
 _NAME = re.compile(r"^checkpoint-(\d{8})\.npz$")
+_TEMPORARY = re.compile(r"^\.checkpoint-\d{8}\.npz\..*\.tmp$")  # gl.save's, left by a kill
 KEEP = 2
 
 
@@ -53,10 +54,12 @@ def newest_checkpoint(run_dir: str) -> str | None:
 
 
 def save_checkpoint(run_dir: str, state: dict[str, Any]) -> str:
-    """Write ``state`` as ``checkpoint-<step>.npz`` (atomically); keep the newest two."""
+    """Write ``state`` as ``checkpoint-<step>.npz`` (atomically); keep the newest two, and
+    remove temporary files that a process killed while writing a checkpoint left behind."""
     path = os.path.join(run_dir, f"checkpoint-{int(state['step']):08d}.npz")
     save({"format": CHECKPOINT_FORMAT, "version": 1, **state}, path)
-    for _, old in checkpoints(run_dir)[:-KEEP]:
+    stale = [os.path.join(run_dir, n) for n in os.listdir(run_dir) if _TEMPORARY.match(n)]
+    for old in [p for _, p in checkpoints(run_dir)[:-KEEP]] + stale:
         try:
             os.remove(old)
         except OSError:
