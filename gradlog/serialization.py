@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 import zipfile
 import zlib
 from typing import IO, Any
@@ -147,8 +147,7 @@ def _add(arrays: dict[str, np.ndarray], arr: np.ndarray) -> str:
 
 def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.",
-                               suffix=".tmp")
+    fd, tmp = _create_temporary(directory, f".{os.path.basename(path)}.")
     try:
         with os.fdopen(fd, "wb") as fh:
             np.savez(fh, **arrays)
@@ -162,6 +161,20 @@ def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
             pass
         raise
     _fsync_dir(directory)
+
+
+def _create_temporary(directory: str, prefix: str) -> tuple[int, str]:
+    """A new file ``<prefix><random>.tmp`` created with mode 0o666 less the umask, as
+    ``open(path, "wb")`` (and ``torch.save``) create files; ``mkstemp`` would make it 0o600."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_BINARY", 0))
+    for _ in range(100):
+        tmp = os.path.join(directory, f"{prefix}{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name for {prefix!r} in {directory}")
 
 
 def _fsync_dir(directory: str) -> None:

@@ -1,0 +1,47 @@
+"""Checkpoint files on disk: created like any file the user writes (the umask decides who may
+read them), never confused with the temporary file of an interrupted write, which the next
+checkpoint of the run removes."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import gradlog as gl
+from gradlog import runs
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")
+@pytest.mark.parametrize("umask, mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_checkpoint_permissions_follow_the_umask_like_open(tmp_path, umask, mode):
+    previous = os.umask(umask)
+    try:
+        gl.save({"w": gl.ones(2)}, tmp_path / "c.npz")
+        with open(tmp_path / "plain", "wb"):
+            pass
+    finally:
+        os.umask(previous)
+    assert os.stat(tmp_path / "c.npz").st_mode & 0o777 == mode
+    assert os.stat(tmp_path / "plain").st_mode & 0o777 == mode
+
+
+def test_a_killed_writes_temporary_file_is_not_a_checkpoint_and_is_removed(tmp_path):
+    state = {"step": 4, "epoch": 1}
+    runs.save_checkpoint(str(tmp_path), state)
+    # what a SIGKILL inside gl.save leaves: a dot-file next to the checkpoint
+    stale = tmp_path / ".checkpoint-00000008.npz.0123abcd.tmp"
+    stale.write_bytes(b"PK\x03\x04 half an archive")
+    unrelated = tmp_path / ".notes.tmp"
+    unrelated.write_text("the user's")
+    assert runs.newest_checkpoint(str(tmp_path)) == str(tmp_path / "checkpoint-00000004.npz")
+    runs.save_checkpoint(str(tmp_path), {**state, "step": 8})
+    assert sorted(os.listdir(tmp_path)) == [".notes.tmp", "checkpoint-00000004.npz",
+                                            "checkpoint-00000008.npz"]
+    assert runs.load_checkpoint(runs.newest_checkpoint(str(tmp_path)))["step"] == 8
+
+
+def test_only_the_newest_two_checkpoints_are_kept(tmp_path):
+    for step in (4, 8, 12):
+        runs.save_checkpoint(str(tmp_path), {"step": step})
+    assert [s for s, _ in runs.checkpoints(str(tmp_path))] == [8, 12]
