@@ -142,7 +142,19 @@ class EventFileWriter:
 
     def write(self, payload: bytes) -> None:
         """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
-        self._critical(self._append, frame(payload))
+        # (self._critical(self._append, record), inlined: this is every add_scalar's path)
+        record = frame(payload)
+        main = _get_ident() == main_thread.ident
+        if main:
+            main_thread.busy += 1
+        try:
+            with self._lock:
+                self._append(record)
+        finally:
+            if main:
+                main_thread.busy -= 1
+                if deferred_signals and not main_thread.busy:
+                    lifecycle.run_deferred()
 
     def add_event(self, event: Event) -> None:
         """Queue an ``Event`` message."""

@@ -52,7 +52,17 @@ def masked_crc32c(data: bytes) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
+_headers: dict[int, bytes] = {}  # length -> length + its masked CRC (records repeat lengths)
+
+
 def frame(payload: bytes) -> bytes:
     """Frame one serialized event as a complete TFRecord (one ``bytes`` object)."""
-    header = _pack_u64(len(payload))
-    return header + _pack_u32(masked_crc32c(header)) + payload + _pack_u32(masked_crc32c(payload))
+    size = len(payload)
+    header = _headers.get(size)
+    if header is None:
+        length = _pack_u64(size)
+        header = length + _pack_u32(masked_crc32c(length))
+        if len(_headers) < 4096:
+            _headers[size] = header
+    crc = (_crc32c or _fallback_crc32c)(payload)  # masked_crc32c, inlined: scalars are hot
+    return header + payload + _pack_u32((((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF)

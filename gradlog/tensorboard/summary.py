@@ -53,34 +53,22 @@ _reusable = threading.local()
 def scalar_event_bytes(tag: str, value: float, step: int, wall_time: float) -> bytes:
     """``Event(wall_time, step, summary=scalar(tag, value))`` serialized, ~4x faster.
 
-    NOTE: each thread mutates one ``Event`` rather than building one per call; a call that
-    interrupts another on the same thread (a signal handler that logs) builds its own.
+    NOTE: each thread reuses one ``Event`` rather than building one per call. A call takes it
+    and puts it back, so a call that interrupts another on the same thread (a signal handler
+    that logs) finds none and builds its own.
     """
-    local = _reusable
-    try:
-        busy = local.busy
-    except AttributeError:  # first call on this thread
-        local.event, busy = _scalar_event(), False
-    if busy:
-        return _fill(_scalar_event(), tag, value, step, wall_time)
-    local.busy = True
-    try:
-        return _fill(local.event, tag, value, step, wall_time)
-    finally:
-        local.busy = False
-
-
-def _scalar_event() -> Event:
-    return Event(summary=Summary(value=[Summary.Value(simple_value=0.0)]))
-
-
-def _fill(event: Event, tag: str, value: float, step: int, wall_time: float) -> bytes:
+    reused = _reusable.__dict__.pop("event", None)
+    if reused is None:
+        event = Event(summary=Summary(value=[Summary.Value(simple_value=0.0)]))
+        reused = (event, event.summary.value[0])
+    event, summary_value = reused
     event.wall_time = wall_time
     event.step = step
-    summary_value = event.summary.value[0]
     summary_value.tag = tag
     summary_value.simple_value = value
-    return event.SerializeToString()
+    data = event.SerializeToString()
+    _reusable.event = reused
+    return data
 
 
 def text(tag: str, text_string: str) -> Summary:

@@ -69,12 +69,11 @@ def test_fast_scalar_event_is_byte_identical_to_the_builder(value):
 
 
 def test_fast_scalar_event_reentered_on_one_thread_builds_its_own():
-    summary._reusable.busy = True  # as if a signal handler interrupted an encoding
-    try:
-        data = summary.scalar_event_bytes("x", 1.0, 1, 1.0)
-    finally:
-        summary._reusable.busy = False
+    summary.scalar_event_bytes("a", 1.0, 1, 1.0)
+    held = summary._reusable.__dict__.pop("event")  # as if a call were interrupted mid-way
+    data = summary.scalar_event_bytes("x", 2.0, 2, 2.0)
     assert Event.FromString(data).summary.value[0].tag == "x"
+    assert held[1].tag == "a"  # the interrupted call's message was not touched
 
 
 def test_new_style_scalar_is_a_rank0_float32_tensor():
