@@ -249,7 +249,7 @@ def main(argv=None) -> dict:
     if args.quick:
         sizes = {"scalars": (2_000, 1), "histogram": (100_000, 1), "image": (64, 1)}
     else:
-        sizes = {"scalars": (100_000, 3), "histogram": (1_000_000, 15), "image": (256, 15)}
+        sizes = {"scalars": (100_000, 5), "histogram": (1_000_000, 31), "image": (256, 21)}
     tmp = tempfile.mkdtemp(prefix="gradlog-bench-")
     try:
         results = {

@@ -42,17 +42,6 @@ def tensorflow_edges() -> np.ndarray:
     return np.array([-v for v in reversed(positive)] + [0.0] + positive)
 
 
-def _sum_squares(values: np.ndarray) -> float:
-    # NOTE: float32 squares summed in float64 (relative error < 1e-7, as the terms are positive)
-    # cost half of float64 products; a square overflows float32 only past |x| ~ 1.8e19.
-    with np.errstate(over="ignore"):
-        if values.dtype == np.float32:
-            squares = float(np.add.reduce(np.square(values), dtype=np.float64))
-            if math.isfinite(squares):
-                return squares
-        return float(np.einsum("i,i->", values, values, dtype=np.float64))
-
-
 def _cuts(edges: np.ndarray, dtype) -> np.ndarray:
     """``edges`` in the values' dtype such that ``x < cut  <=>  x < edge`` for every value x."""
     cuts = edges.astype(dtype)
@@ -102,9 +91,10 @@ class _Sorted:
             if low == high:
                 continue
             finite = block[low:high]
-            with np.errstate(over="ignore"):  # float64 sums may overflow, as in PyTorch
-                self.sum += float(np.add.reduce(finite, dtype=np.float64))
-            self.sum_squares += _sum_squares(finite)
+            wide = finite.astype(np.float64, copy=False)  # PyTorch's sums are float64 too
+            with np.errstate(over="ignore"):  # and may overflow, as there
+                self.sum += float(np.add.reduce(wide))
+                self.sum_squares += float(np.einsum("i,i->", wide, wide))
             self.min = min(self.min, float(finite[0]))
             self.max = max(self.max, float(finite[-1]))
             self.count += finite.size
