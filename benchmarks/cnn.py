@@ -33,49 +33,56 @@ def make_batches(n: int, seed: int = 1) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _conv_forward(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> tuple:
+    """3x3, stride 1, padding 1: im2col as (N, C*9, H*W), then one (batched) matmul."""
     n, c, h, wd = x.shape
     o = w.shape[0]
     xp = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
-    cols = sliding_window_view(xp, (3, 3), axis=(2, 3))          # n, c, h, w, 3, 3
-    cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * h * wd, c * 9)
-    out = cols @ w.reshape(o, c * 9).T
-    out += b
-    return out.reshape(n, h, wd, o).transpose(0, 3, 1, 2), cols
+    win = sliding_window_view(xp, (3, 3), axis=(2, 3))          # n, c, h, w, 3, 3
+    cols = win.transpose(0, 1, 4, 5, 2, 3).reshape(n, c * 9, h * wd)
+    out = np.matmul(w.reshape(o, c * 9), cols)                  # n, o, h*w
+    out += b[:, None]
+    return out.reshape(n, o, h, wd), cols
 
 
 def _conv_backward(g: np.ndarray, cols: np.ndarray, w: np.ndarray, x_shape: tuple,
                    need_input: bool) -> tuple:
     n, c, h, wd = x_shape
     o = w.shape[0]
-    g2 = g.transpose(0, 2, 3, 1).reshape(n * h * wd, o)
-    gw = (g2.T @ cols).reshape(w.shape)
-    gb = g2.sum(0)
+    g3 = g.reshape(n, o, h * wd)
+    gw = np.tensordot(g3, cols, axes=([0, 2], [0, 2])).reshape(w.shape)
+    gb = g3.sum(axis=(0, 2))
     if not need_input:
         return gw, gb, None
-    gcols = (g2 @ w.reshape(o, c * 9)).reshape(n, h, wd, c, 3, 3)
+    gcols = np.matmul(w.reshape(o, c * 9).T, g3).reshape(n, c, 3, 3, h, wd)
     gxp = np.zeros((n, c, h + 2, wd + 2), dtype=g.dtype)
     for i in range(3):
         for j in range(3):
-            gxp[:, :, i:i + h, j:j + wd] += gcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+            gxp[:, :, i:i + h, j:j + wd] += gcols[:, :, i, j]
     return gw, gb, gxp[:, :, 1:-1, 1:-1]
 
 
 def _pool_forward(x: np.ndarray) -> tuple:
-    n, c, h, w = x.shape
-    v = x.reshape(n, c, h // 2, 2, w // 2, 2)
-    out = v.max(axis=(3, 5))
-    return out, v
+    """2x2, stride 2: the maximum of the four strided views."""
+    views = (x[:, :, 0::2, 0::2], x[:, :, 0::2, 1::2], x[:, :, 1::2, 0::2], x[:, :, 1::2, 1::2])
+    out = np.maximum(np.maximum(views[0], views[1]), np.maximum(views[2], views[3]))
+    return out, views
 
 
-def _pool_backward(g: np.ndarray, v: np.ndarray, out: np.ndarray) -> np.ndarray:
-    mask = v == out[:, :, :, None, :, None]
-    gx = mask * g[:, :, :, None, :, None]
-    n, c, h2, _, w2, _ = v.shape
-    return gx.reshape(n, c, h2 * 2, w2 * 2)
+def _pool_backward(g: np.ndarray, views: tuple, out: np.ndarray) -> np.ndarray:
+    """The gradient goes to the first maximum of each window."""
+    n, c, h2, w2 = out.shape
+    gx = np.zeros((n, c, h2 * 2, w2 * 2), dtype=g.dtype)
+    taken = np.zeros(out.shape, dtype=bool)
+    for (di, dj), v in zip(((0, 0), (0, 1), (1, 0), (1, 1)), views):
+        hit = (v == out) & ~taken
+        taken |= hit
+        gx[:, :, di::2, dj::2] = g * hit
+    return gx
 
 
 class FloorCNN:
-    """The same step by hand in numpy (im2col + one matmul per conv, reshape pooling)."""
+    """The same step by hand in numpy: im2col + one matmul per convolution, col2im by kernel
+    position, pooling on strided views (the fastest numpy forms measured here)."""
 
     def __init__(self, weights: list) -> None:
         self.p = [w.copy() for w in weights]

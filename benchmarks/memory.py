@@ -20,6 +20,8 @@ _PEAK = r"""
 import json, sys
 sys.path.insert(0, {root!r})
 from benchmarks import {module} as w
+from gradlog.utils.memory import reuse_freed_memory
+reuse_freed_memory()  # as gradlog train and the timing runs do, for both contenders
 def peak_mb():  # VmHWM is per process image; ru_maxrss would include the parent's, via fork
     with open("/proc/self/status") as f:
         for line in f:

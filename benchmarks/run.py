@@ -29,6 +29,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", default="", help="comma-separated workloads, e.g. W1,W3")
     p.add_argument("--blocks", type=int, default=9, help="interleaved timing blocks")
     p.add_argument("--json", default="benchmarks/results.json", help="where to write JSON")
+    p.add_argument("--system-malloc", action="store_true",
+                   help="leave glibc's malloc thresholds alone (default: keep freed memory for "
+                        "reuse, as gradlog train does, for every contender alike)")
     return p.parse_args(argv)
 
 
@@ -61,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads > 1:
         from .common import use_wall_clock
         use_wall_clock()
+    if not args.system_malloc:
+        from gradlog.utils.memory import reuse_freed_memory
+        reuse_freed_memory()
     modules = sorted({WORKLOADS[w] for w in wanted}, key=list(WORKLOADS.values()).index)
     results: dict[str, Any] = {}
     for module in modules:
@@ -83,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                 _print(name, value)
         print(f"  ({module}: {time.perf_counter() - start:.1f} s)")
     meta = {"python": platform.python_version(), "machine": platform.machine(),
-            "threads": args.threads, "quick": args.quick}
+            "threads": args.threads, "quick": args.quick,
+            "malloc": "system" if args.system_malloc else "reuse freed memory"}
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2, default=str)
     print(f"\nwrote {args.json}")

@@ -94,6 +94,8 @@ def train(options: TrainOptions, out: TextIO | None = None, err: TextIO | None =
     """Run ``gradlog train``; returns the exit status."""
     out = out or sys.stdout
     err = err or sys.stderr
+    from .utils.memory import reuse_freed_memory
+    reuse_freed_memory()  # this process trains: keep each step's big temporaries for the next
     try:
         trainer = Trainer(options, out)
     except (UserError, PluginConfigError) as exc:

@@ -188,7 +188,25 @@ def _others(*xs: Any) -> tuple:
     return tuple(x for x in xs if isinstance(x, Tensor))
 
 
+def _applied_without_graph(self: Tensor, ufunc: Any, operand: Any, other: Any) -> bool:
+    """Under no_grad nothing can be recorded: apply the ufunc in place at once (the
+    optimizers' path). Returns False when the general path must decide."""
+    if _mode.grad_enabled or self._inference:
+        return False
+    data = self._data
+    try:
+        ufunc(data, operand, out=data, casting="same_kind")
+    except (TypeError, ValueError) as exc:
+        raise RuntimeError(_cast_message(exc, self, _others(other))) from None
+    self._bump_version()
+    return True
+
+
 def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    o = other._data if other.__class__ is Tensor else other
+    if _applied_without_graph(self, np.add, o if alpha == 1 else o * alpha, other):
+        return self
+
     def fast(a: np.ndarray) -> None:
         o = _raw(other)
         np.add(a, o if alpha == 1 else o * alpha, out=a, casting="same_kind")
@@ -196,6 +214,10 @@ def add_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
 
 
 def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
+    o = other._data if other.__class__ is Tensor else other
+    if _applied_without_graph(self, np.subtract, o if alpha == 1 else o * alpha, other):
+        return self
+
     def fast(a: np.ndarray) -> None:
         o = _raw(other)
         np.subtract(a, o if alpha == 1 else o * alpha, out=a, casting="same_kind")
@@ -203,6 +225,10 @@ def sub_(self: Tensor, other: Any, *, alpha: Any = 1) -> Tensor:
 
 
 def mul_(self: Tensor, other: Any) -> Tensor:
+    if _applied_without_graph(self, np.multiply,
+                              other._data if other.__class__ is Tensor else other, other):
+        return self
+
     def fast(a: np.ndarray) -> None:
         np.multiply(a, _raw(other), out=a, casting="same_kind")
     return apply_inplace(self, fast, lambda t: t.mul(other), _others(other))
