@@ -29,7 +29,7 @@ class Slot:
         self.order = plugin.order
         self.index = index
         self.enabled = True
-        self.failures = 0       # consecutive
+        self.failures: dict[str, int] = {}  # consecutive failures, per event or hook kind
         self.total_failures = 0
         self.seconds = 0.0      # time spent since the last telemetry point
         self.registrar: Any = None
@@ -64,7 +64,8 @@ class Dispatcher:
         start = time.perf_counter()
         try:
             result = method(**args)
-            slot.failures = 0
+            if slot.failures and (result is None or slot.kind == "mutator"):
+                slot.failures.pop(event, None)  # (an observer's return value is a failure)
             return result
         except CONTROL_FLOW:
             raise
@@ -121,12 +122,14 @@ class Dispatcher:
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         if self.strict or slot.kind == "mutator":
             raise PluginError(slot.name, where, step, exc, tb) from exc
-        slot.failures += 1
+        # NOTE: "in a row" counts the calls of one event or hook kind: a hook that fails at
+        # every step is disabled even if the plugin's other events succeed in between.
+        failures = slot.failures[where] = slot.failures.get(where, 0) + 1
         slot.total_failures += 1
-        disable = slot.failures >= self.max_failures
-        note = (f" (failure {slot.failures} in a row; disabled after {self.max_failures}, its "
+        disable = failures >= self.max_failures
+        note = (f" (failure {failures} in a row; disabled after {self.max_failures}, its "
                 "hooks removed)" if disable else
-                f" (failure {slot.failures} in a row of {self.max_failures} allowed)")
+                f" (failure {failures} in a row of {self.max_failures} allowed)")
         message = (f"plugin '{slot.name}' (observer) failed in {where} at step {step}: "
                    f"{type(exc).__name__}: {exc}{note}")
         warnings.warn(message, RuntimeWarning, stacklevel=2)

@@ -80,6 +80,8 @@ class HookRegistrar:
                 run._dispatcher.failed(slot, what, TypeError(
                     f"an observer's {what} must return None, got {type(result).__name__}"))
                 return None
+            if slot.failures:
+                slot.failures.pop(what, None)
             return result
 
         hook.__name__ = getattr(fn, "__name__", "hook")

@@ -336,3 +336,48 @@ def text_steps(run_dir, tag: str) -> list[int]:
     acc = _server_accumulator(run_dir)
     name = f"{tag}/text_summary"
     return [e.step for e in acc.Tensors(name)] if name in acc.Tags()["tensors"] else []
+
+
+# -- a tiny model and a user's loop for gl.watch ---------------------------------------------
+
+def setup_model(seed: int = 0):
+    """8 -> 16 -> 3 (``fc1``, ``fc2``) with SGD and momentum."""
+    import gradlog as gl
+    from gradlog import nn, optim
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(8, 16)
+            self.fc2 = nn.Linear(16, 3)
+
+        def forward(self, x):
+            return self.fc2(self.fc1(x).relu())
+
+    gl.manual_seed(seed)
+    model = Net()
+    return model, optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+
+def make_batches(n: int = 6, seed: int = 0) -> list:
+    import numpy as np
+
+    import gradlog as gl
+    rng = np.random.default_rng(seed)
+    return [(gl.tensor(rng.standard_normal((4, 8)).astype(np.float32)),
+             gl.tensor(rng.integers(0, 3, 4))) for _ in range(n)]
+
+
+def user_loop(run, model, opt, batches) -> list[float]:
+    """A user's own loop inside gl.watch."""
+    from gradlog.nn import functional as F
+    losses = []
+    for x, y in batches:
+        x, y = run.batch(x, y)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        run.log_scalar("train/loss", loss)
+        losses.append(float(loss.item()))
+    return losses
