@@ -79,8 +79,11 @@ class Options:
 
 
 class GradClip(Plugin):
-    """Gradient clipping: global norm (PyTorch's numerics), value, or adaptive (AGC); logs
-    the norm before and after, the coefficient and how often it clipped.
+    """Gradient clipping (global norm, value or adaptive) with before/after norms logged.
+
+    Global norm clipping has PyTorch's numerics; value clipping and adaptive gradient
+    clipping (AGC) are the other modes. Logs the norm before and after, the coefficient and
+    how often it clipped.
 
     Runs in the optimizer's step pre-hook after nan-guard (order 0) and before grad-noise
     (order 20), so it clips the fully accumulated gradients and the noise is added to clipped
