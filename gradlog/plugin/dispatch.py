@@ -99,10 +99,11 @@ class Dispatcher:
             value = result
         return value
 
-    def fire_exception(self, error: BaseException) -> None:
-        """``on_exception`` for every plugin; their own errors are reported, not raised."""
+    def fire_exception(self, error: BaseException, slots: list[Slot] | None = None) -> None:
+        """``on_exception`` for every plugin (or those of ``slots``); their own errors are
+        reported, not raised."""
         run = self.run
-        for slot in self.slots:
+        for slot in self.slots if slots is None else slots:
             entry = slot.methods.get("on_exception")
             if entry is None:
                 continue

@@ -166,14 +166,22 @@ class Run:
             if slot.generator is None:  # not already restored by load_state_dict
                 slot.generator = adapter.new_generator(
                     (self.seed * 1_000_003 + zlib.crc32(slot.name.encode())) % (2 ** 63))
+        set_up: list[Slot] = []
         try:
             self._attach_framework_hooks()
             for slot in self._dispatcher.slots:
                 self._setup(slot)
+                set_up.append(slot)
             self._dispatcher.fire("on_train_start")
-        except BaseException:
-            self._detach_all()
-            self._state = "finished"
+        except BaseException as exc:
+            # as finish(error): the plugins set up so far hear of it, nothing stays attached
+            try:
+                if isinstance(exc, Exception):
+                    self._dispatcher.fire_exception(exc, set_up)
+            finally:
+                self._detach_all()
+                self._state = "finished"
+                self._close_writer()
             raise
         return self
 
@@ -211,18 +219,25 @@ class Run:
         self._state = "finishing"
         try:
             if error is None:
-                if self._in_batch:
-                    self.end_batch()
-                self._dispatcher.fire("on_train_end")
+                try:
+                    if self._in_batch:
+                        self.end_batch()
+                    self._dispatcher.fire("on_train_end")
+                except Exception as exc:  # e.g. a mutator failing in on_train_end
+                    self._dispatcher.fire_exception(exc)
+                    raise
             else:
                 self._dispatcher.fire_exception(error)
         finally:
             self._detach_all()
             self._state = "finished"
-            if self.writer is not None:
-                self.writer.flush()
-                if self._owns_writer:
-                    self.writer.close()
+            self._close_writer()
+
+    def _close_writer(self) -> None:
+        if self.writer is not None:
+            self.writer.flush()
+            if self._owns_writer:
+                self.writer.close()
 
     def _detach_all(self) -> None:
         for slot in self._dispatcher.slots:
