@@ -13,6 +13,7 @@ import traceback
 import warnings
 from typing import Any
 
+from . import adapter
 from .base import EVENTS, event_kwargs
 from .errors import CONTROL_FLOW, PluginError
 
@@ -39,6 +40,26 @@ class Slot:
             method = getattr(plugin, event, None)
             if method is not None:
                 self.methods[event] = (method, event_kwargs(method, event))
+
+
+def _unlike(value: Any, replacement: Any) -> str | None:
+    """Why ``replacement`` cannot stand in for ``value`` (a tuple or list keeps its length and
+    its tensors stay tensors; sizes may change), or None."""
+    def what(v: Any) -> str:
+        if isinstance(v, (tuple, list)):
+            return f"a {type(v).__name__} of {len(v)}"
+        return "a tensor" if adapter.is_tensor(v) else f"a {type(v).__name__}"
+
+    if isinstance(value, (tuple, list)):
+        if not isinstance(replacement, (tuple, list)) or len(replacement) != len(value):
+            return f"expected {what(value)}, got {what(replacement)}"
+        for i, (v, r) in enumerate(zip(value, replacement)):
+            if adapter.is_tensor(v) and not adapter.is_tensor(r):
+                return f"element {i}: expected a tensor, got {what(r)}"
+        return None
+    if adapter.is_tensor(value) and not adapter.is_tensor(replacement):
+        return f"expected a tensor, got {what(replacement)}"
+    return None
 
 
 class Dispatcher:
@@ -96,6 +117,13 @@ class Dispatcher:
                 self.failed(slot, event, TypeError(
                     f"an observer's {event} must return None, got {type(result).__name__}"))
                 continue
+            problem = _unlike(value, result)
+            if problem:
+                self.failed(slot, event, TypeError(
+                    f"{event} must return None or a replacement shaped like its {key}: "
+                    f"{problem}"))
+                continue
+            self.run._note_replacement(slot, event)
             value = result
         return value
 

@@ -64,6 +64,7 @@ class Run:
         self._in_batch = False
         self._stepped = False
         self._metrics: dict = {}
+        self._replaced: dict[str, None] = {}  # which plugins replaced values in this batch
         self._state = "new"
 
     # -- what plugins use ----------------------------------------------------------------
@@ -266,6 +267,7 @@ class Run:
         if self._in_batch:
             self.end_batch()
         self._in_batch, self._stepped = True, False
+        self._replaced = {}
         return self._dispatcher.fire_chain("on_batch_start", "batch", batch)
 
     def end_batch(self, metrics: dict | None = None) -> None:
@@ -348,6 +350,14 @@ class Run:
         return None
 
     # -- reporting -------------------------------------------------------------------------
+    def _note_replacement(self, slot: Slot, where: str) -> None:
+        self._replaced[f"plugin '{slot.name}' ({where})"] = None
+
+    def replaced_values(self) -> list[str]:
+        """Which mutators replaced a value (batch, gradient, activation...) in the current
+        batch: what to suspect when the step then fails outside any plugin."""
+        return list(self._replaced)
+
     def _record_error(self, slot: Slot, where: str, message: str, tb: str) -> None:
         if self.writer is not None:
             self.writer.add_text("plugins/errors", f"{message}\n\n```\n{tb}\n```", self.step)
