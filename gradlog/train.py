@@ -287,6 +287,16 @@ class Trainer:
                 path = exc.filename or self.run_dir
                 err.write(f"error: cannot write {path}: {exc.strerror or exc}\n")
                 return 1
+            except Exception as exc:  # noqa: BLE001  (the model, the loss, a replaced value)
+                # No checkpoint: the step failed half-way; the last one is kept.
+                step, suspects = self.run.step, self.run.replaced_values()
+                self._finish_quietly(exc)  # every plugin's on_exception, hooks removed, flushed
+                blame = f" (values replaced in this step by {', '.join(suspects)})" \
+                    if suspects else ""
+                err.write(f"error: training failed at step {step}: {type(exc).__name__}: "
+                          f"{exc}{blame}\n")
+                err.write(traceback.format_exc())
+                return 1
 
     def _run(self) -> int:
         run = self.run

@@ -76,15 +76,18 @@ class HookRegistrar:
             finally:
                 slot.seconds += time.perf_counter() - start
                 run._active = prev
-            if result is not None and slot.kind == "observer":
-                run._dispatcher.failed(slot, what, TypeError(
-                    f"an observer's {what} must return None, got {type(result).__name__}"))
-                return None
+            if result is not None:
+                if slot.kind == "observer":
+                    run._dispatcher.failed(slot, what, TypeError(
+                        f"an observer's {what} must return None, got {type(result).__name__}"))
+                    return None
+                run._note_replacement(slot, what)
             if slot.failures:
                 slot.failures.pop(what, None)
             return result
 
-        hook.__name__ = getattr(fn, "__name__", "hook")
+        # the engine's checks of a returned value name the hook: this names the plugin too
+        hook.__name__ = f"{slot.name}.{getattr(fn, '__name__', 'hook')}"
         return hook
 
     # -- tensors -------------------------------------------------------------------------

@@ -319,8 +319,15 @@ def accumulated(run_dir) -> dict[str, list[tuple[int, float]]]:
                     for e in server.Tensors(tag)]
               for tag in server.Tags()["tensors"]
               if server.SummaryMetadata(tag).plugin_data.plugin_name == "scalars"}
-    assert served == found, (served, found)
+    assert _same(served, found), (served, found)
     return found
+
+
+def _same(a: dict, b: dict) -> bool:
+    """Equal, NaN equal to NaN."""
+    def key(points):
+        return [(s, "nan" if v != v else v) for s, v in points]
+    return a.keys() == b.keys() and all(key(a[t]) == key(b[t]) for t in a)
 
 
 def _server_accumulator(run_dir):
