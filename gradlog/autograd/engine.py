@@ -60,7 +60,9 @@ def _roots(tensors: tuple, grads: Any, what: str = "grad_output") -> list:
                                "a grad_fn")
         if g is None:
             if t._data.size != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                raise RuntimeError("grad can be implicitly created only for scalar outputs "
+                                   f"(output {i} has shape {tuple(t._data.shape)}; pass a "
+                                   "gradient of that shape)")
             g = wrap(np.ones(t._data.shape, dtype=t._data.dtype))
         else:
             if not isinstance(g, Tensor):

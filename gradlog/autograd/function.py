@@ -81,7 +81,8 @@ class Node:
                 "tensors after they have already been freed). Saved intermediate values of the "
                 "graph are freed when you call .backward() or autograd.grad(). Specify "
                 "retain_graph=True if you need to backward through the graph a second time or "
-                "if you need to access saved tensors after calling backward.")
+                "if you need to access saved tensors after calling backward. (The saved "
+                f"tensors of {self.name()} were freed.)")
         if not saved:
             return ()
         out = []
