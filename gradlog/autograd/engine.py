@@ -275,7 +275,7 @@ class _Pass:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
                             _count_error(node, outputs)
-                        if not create_graph and (len(outputs) > 1 or outputs[0] is grads[0]):
+                        if not create_graph and _aliased(outputs, grads):
                             outputs = _unalias(outputs, grads)
                         if release and node._saved is not None:
                             node._saved = _FREED
@@ -470,6 +470,19 @@ def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool, steal: bool = Fal
 # References to a gradient array held by exactly one tensor, as counted inside
 # _accumulate_grad: that tensor, the local name, and getrefcount's own argument.
 _SOLE_OWNER = 3
+
+
+def _aliased(outputs: tuple, grads: list) -> bool:
+    """Whether a backward passed an incoming gradient through or returned one twice (the
+    common one- and two-output cases inline; longer ones are checked in full)."""
+    n = len(outputs)
+    if n == 1:
+        return outputs[0] is grads[0]
+    if n == 2 and len(grads) == 1:
+        a, b = outputs
+        g = grads[0]
+        return a is g or b is g or (a is b and a is not None)
+    return True
 
 
 def _unalias(outputs: tuple, grads: list) -> tuple:

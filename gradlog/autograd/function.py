@@ -251,7 +251,9 @@ class FunctionMeta(type):
         if not ns.get("_builtin") and not getattr(cls, "_array_forward", False):
             from .custom import CustomNode  # user-defined Function: checked backward
             base = CustomNode
-        cls._node_cls = type(node_name, (base,), {"__slots__": (), "_fn": cls,
+        # ``ctx_fields``: names an op stores on ctx; slots are cheaper than the node's __dict__
+        fields = tuple(getattr(cls, "ctx_fields", ()))
+        cls._node_cls = type(node_name, (base,), {"__slots__": fields, "_fn": cls,
                                                   "__module__": cls.__module__})
 
 
@@ -367,7 +369,9 @@ class Op(Function):
         if saved is not None:
             entries = []
             for s in saved:
-                if s.__class__ is np.ndarray:
+                if s is None:
+                    entries.append(None)
+                elif s.__class__ is np.ndarray:
                     for a in args:  # an input's array saves that input tensor
                         if isinstance(a, Tensor) and a._data is s:
                             if a._inference:

@@ -31,6 +31,7 @@ def _shape(x: Any) -> tuple:
 class Add(Op):
     node_name = "AddBackward0"
     compute = staticmethod(np.add)
+    ctx_fields = ("shapes",)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -49,6 +50,7 @@ class Add(Op):
 class Sub(Op):
     node_name = "SubBackward0"
     compute = staticmethod(np.subtract)
+    ctx_fields = ("shapes",)
 
     @staticmethod
     def forward(ctx, a, b):
@@ -69,6 +71,7 @@ class Rsub(Sub):
 class Mul(Op):
     node_name = "MulBackward0"
     compute = staticmethod(np.multiply)
+    ctx_fields = ("shapes",)
 
     @staticmethod
     def forward(ctx, a, b):
