@@ -27,7 +27,9 @@ def test_quick_memory_measurements_run(tmp_path):
     assert bench.main(["--quick", "--only", "W6", "--json", str(out)]) == 0
     results = json.loads(out.read_text())["results"]
     assert results["import"]["rss_mb"] > 0 and not results["import"]["tensorboard_imported"]
-    assert len(results["flat_rss"]["samples_mb"]) == 2
+    flat = results["flat_rss"]
+    assert len(flat["samples_mb"]) == 3 and flat["steps"] == 300  # enough to see a growth
+    assert flat["growth_after_warmup_mb"] == flat["samples_mb"][2] - flat["samples_mb"][1]
 
 
 def test_unknown_workload_is_refused(capsys):
