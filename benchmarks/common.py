@@ -45,7 +45,7 @@ class Timing:
 
 def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_block: int,
                 warmup: int = 2) -> dict[str, Timing]:
-    """Time each contender ``per_block`` calls at a time, A B C A B C ..., after warm-up.
+    """Time each contender ``per_block`` calls at a time, A B C C B A ..., after warm-up.
 
     Interleaving spreads the machine's noise (a shared 2-core VM) over all contenders alike.
     """
@@ -56,8 +56,11 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
     gc_was = gc.isenabled()
     gc.disable()
     try:
-        for _ in range(blocks):
-            for name, fn in contenders.items():
+        names = list(contenders)
+        for block in range(blocks):
+            # A B C, then C B A: whoever runs first after a collection pays for it alike
+            for name in (names if block % 2 == 0 else names[::-1]):
+                fn = contenders[name]
                 start = TIMER()
                 for _ in range(per_block):
                     fn()
