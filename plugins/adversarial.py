@@ -8,9 +8,15 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from gradlog import autograd
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import enable_grad, from_numpy, is_grad_enabled, no_grad, to_numpy
+from gradlog.plugin.adapter import (
+    enable_grad,
+    from_numpy,
+    grad,
+    is_grad_enabled,
+    no_grad,
+    to_numpy,
+)
 
 __all__ = ["Adversarial"]
 
@@ -221,9 +227,9 @@ class Adversarial(Plugin):
                 x_adv = x_adv.detach().requires_grad_(True)
                 with enable_grad():
                     loss = _cross_entropy(run.model(x_adv), y, mean=False)
-                (grad,) = autograd.grad(loss, [x_adv])
+                (grad_x,) = grad(loss, [x_adv])
                 with no_grad():
-                    x_adv = x0 + (x_adv + grad.sign() * alpha - x0).clamp(-eps, eps)
+                    x_adv = x0 + (x_adv + grad_x.sign() * alpha - x0).clamp(-eps, eps)
                     x_adv = x_adv.clamp(lo, hi)
         return x_adv.detach()
 

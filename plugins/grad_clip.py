@@ -12,9 +12,8 @@ from typing import Literal
 
 import numpy as np
 
-from gradlog.nn.utils import clip_grads_with_norm_, get_total_norm
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import no_grad, to_numpy
+from gradlog.plugin.adapter import clip_grads_with_norm_, get_total_norm, no_grad, to_numpy
 from gradlog.plugin.errors import PluginConfigError
 
 __all__ = ["GradClip"]

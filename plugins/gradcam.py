@@ -15,9 +15,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from gradlog import autograd
 from gradlog.plugin import Plugin, PluginConfigError
-from gradlog.plugin.adapter import enable_grad, from_numpy, is_tensor, to_numpy
+from gradlog.plugin.adapter import enable_grad, from_numpy, grad, is_tensor, to_numpy
 
 __all__ = ["GradCAM", "cam_maps", "upsample_bilinear", "normalize_maps", "colorize",
            "image_grid", "pointing_hits", "COLORMAPS"]
@@ -307,8 +306,8 @@ class GradCAM(Plugin):
         onehot = np.zeros(tuple(logits.shape), dtype=to_numpy(logits).dtype)
         onehot[np.arange(len(targets)), targets] = 1.0
         score = (logits * from_numpy(onehot)).sum()
-        (grad,) = autograd.grad(score, act, retain_graph=retain)
-        return cam_maps(values, to_numpy(grad), self.options.method)
+        (grad_act,) = grad(score, act, retain_graph=retain)
+        return cam_maps(values, to_numpy(grad_act), self.options.method)
 
     def _targets(self, logits: Any, labels: Any) -> np.ndarray:
         target = self.options.target

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["Generator", "manual_seed", "seed", "initial_seed", "default_generator",
-           "get_rng_state", "set_rng_state"]
+           "get_rng_state", "set_rng_state", "default_generator_as"]
 
 _STATE_WORDS = 6  # state (2 x 64 bit), increment (2 x 64 bit), has_uint32, uinteger
 
@@ -95,6 +95,25 @@ def get_rng_state():
 
 def set_rng_state(new_state) -> None:
     default_generator.set_state(new_state)
+
+
+class default_generator_as:
+    """Within the block, the global random functions draw from ``generator`` itself (both
+    advance one stream); afterwards the default generator continues exactly where it was.
+    Plugins' internal passes use this so they never consume the training run's randomness."""
+
+    def __init__(self, generator: Generator) -> None:
+        if not isinstance(generator, Generator):
+            raise TypeError(f"expected a gradlog.Generator, got {type(generator).__name__}")
+        self.generator = generator
+
+    def __enter__(self) -> Generator:
+        self._saved = default_generator._rng
+        default_generator._rng = self.generator._rng
+        return self.generator
+
+    def __exit__(self, *exc_info: object) -> None:
+        default_generator._rng = self._saved
 
 
 def rng(generator: Generator | None) -> np.random.Generator:

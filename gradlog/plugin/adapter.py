@@ -6,8 +6,6 @@ gradlog mirrors. A PyTorch adapter provides the same functions.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,7 +19,8 @@ ENGINE = "gradlog"
 
 __all__ = ["ENGINE", "to_numpy", "from_numpy", "is_tensor", "on_backward_end", "no_grad",
            "enable_grad", "is_grad_enabled", "random_state", "set_random_state",
-           "new_generator", "use_generator"]
+           "new_generator", "use_generator", "grad", "get_total_norm",
+           "clip_grads_with_norm_"]
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -69,14 +68,24 @@ def new_generator(seed: int) -> Any:
     return _random.Generator().manual_seed(seed)
 
 
-@contextlib.contextmanager
-def use_generator(generator: Any) -> Iterator[None]:
+def use_generator(generator: Any) -> Any:
     """Make ``generator`` the source of the engine's global random functions (dropout, randn)
-    for the block; the global stream is left exactly as it was."""
-    saved = _random.get_rng_state()
-    _random.set_rng_state(generator.get_state())
-    try:
-        yield
-    finally:
-        generator.set_state(_random.get_rng_state())
-        _random.set_rng_state(saved)
+    for the block; the global stream is left exactly as it was, and draws made on
+    ``generator`` directly inside the block advance the same stream."""
+    return _random.default_generator_as(generator)
+
+
+# Engine functions plugins call by their PyTorch names (torch.autograd.grad,
+# torch.nn.utils.get_total_norm / clip_grads_with_norm_ in the PyTorch adapter).
+grad = autograd.grad
+
+
+def get_total_norm(tensors: Any, norm_type: float = 2.0, **kwargs: Any) -> Any:
+    from ..nn.utils import get_total_norm as impl
+    return impl(tensors, norm_type, **kwargs)
+
+
+def clip_grads_with_norm_(parameters: Any, max_norm: float, total_norm: Any,
+                          **kwargs: Any) -> Any:
+    from ..nn.utils import clip_grads_with_norm_ as impl
+    return impl(parameters, max_norm, total_norm, **kwargs)

@@ -222,3 +222,30 @@ def test_run_state_round_trips_plugin_state_and_generators():
 def test_cross_entropy_helper_is_sane():
     out = gl.tensor([[0.0, 0.0, 0.0]])
     assert abs(float(cross_entropy(out, gl.tensor([1])).item()) - np.log(3)) < 1e-6
+
+
+def test_draws_on_run_rng_inside_an_internal_pass_advance_the_plugin_stream():
+    class Draws(Plugin):
+        name = "draws"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list = []
+
+        def on_batch_end(self, run, metrics):
+            with run.internal_pass("probe"):
+                direct = float(gl.rand(1, generator=run.rng).item())
+                via_global = float(gl.rand(1).item())
+            self.seen.append((direct, via_global))
+
+    model, opt = setup_model()
+    d = Draws()
+    with gl.watch(model, opt, plugins=[d], writer=MemoryWriter()) as run:
+        user_loop(run, model, opt, make_batches(3))
+        after = gl.rand(2).numpy()
+    flat = [v for pair in d.seen for v in pair]
+    assert len(set(flat)) == len(flat)  # one stream, never repeated
+    model2, opt2 = setup_model()
+    with gl.watch(model2, opt2, writer=MemoryWriter()) as run2:
+        user_loop(run2, model2, opt2, make_batches(3))
+        np.testing.assert_array_equal(gl.rand(2).numpy(), after)  # global stream untouched
