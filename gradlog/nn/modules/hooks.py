@@ -123,8 +123,10 @@ class BackwardHookState:
                                    f"{len(grad_output)}")
             grad_output = result
         self.grad_output = grad_output
-        if not self.input_positions and self.hooks:
-            self._fire_without_inputs(grad_output)
+        if not self.input_positions:  # no input side: nothing else needs grad_output
+            if self.hooks:
+                self._fire_without_inputs(grad_output)
+            self.grad_output = None
         return tuple(grad_output[pos] for pos in self.output_positions)
 
     def _fire_without_inputs(self, grad_output: tuple) -> None:
@@ -157,6 +159,7 @@ class BackwardHookState:
                 raise RuntimeError(f"Backward hook returned an invalid number of grad_input, "
                                    f"got {len(result)}, but expected {len(grad_input)}")
             grad_input = result
+        self.grad_output = None  # as PyTorch: not kept alive with the graph after the hooks
         return tuple(grad_input[pos] for pos in self.input_positions)
 
 
