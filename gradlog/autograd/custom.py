@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .function import Node, _new_node, edge_of, saved_entry
+from .function import _FREED, Node, _new_node, edge_of, saved_entry
 from .grad_mode import no_grad
 from .grad_mode import state as _mode
 from .tensor import Tensor, wrap
@@ -60,6 +60,11 @@ class CustomNode(Node):
 
     __slots__ = ()
     _plain = False  # the engine must call _run_backward (materialization, checks)
+
+    def _release(self) -> None:
+        # as PyTorch: only what save_for_backward saved is freed; ctx attributes stay
+        if self._saved is not None:
+            self._saved = _FREED
 
     def _run_backward(self, grads: list) -> tuple:
         if self.__dict__.get("_materialize", True):

@@ -277,8 +277,8 @@ class _Pass:
                             _count_error(node, outputs)
                         if not create_graph and _aliased(outputs, grads):
                             outputs = _unalias(outputs, grads)
-                        if release and node._saved is not None:
-                            node._saved = _FREED
+                        if release:
+                            node._release()
                     else:
                         outputs = self._run_node(node, grads, runs)
                 ready = None

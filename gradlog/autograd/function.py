@@ -168,8 +168,44 @@ class Node:
         return out
 
     def _release(self) -> None:
+        """After a backward without ``retain_graph``: free the saved tensors, and the arrays a
+        built-in op kept on ctx for its backward (masks, indices, statistics: what PyTorch
+        would have saved), so that a graph still referenced (by the loss) holds no buffers.
+        A second backward through this node then raises the "second time" error.
+        (``ctx_fields`` slots are for small values and are not searched.)"""
         if self._saved is not None:
             self._saved = _FREED
+        fields = self.__dict__
+        if fields:
+            dropped = [k for k, v in fields.items() if _holds_arrays(v)]
+            if dropped:
+                for k in dropped:
+                    del fields[k]
+                self._saved = _FREED
+
+
+_PLAIN = frozenset({int, float, bool, str, type(None), slice, complex, type(Ellipsis)})
+
+
+def _holds_arrays(value: Any, record: bool = True) -> bool:
+    """Whether a ctx attribute refers to arrays or tensors (itself, in tuples or lists, or in
+    the fields of a small record such as cross-entropy's targets)."""
+    cls = value.__class__
+    if cls in _PLAIN:
+        return False
+    if cls is tuple or cls is list:
+        for v in value:
+            if v.__class__ not in _PLAIN and _holds_arrays(v, record):
+                return True
+        return False
+    if cls is np.ndarray or isinstance(value, Tensor):
+        return True
+    if not record or cls.__module__ == "numpy" or isinstance(value, type):
+        return False
+    fields = list(getattr(value, "__dict__", {}).values())
+    fields += [getattr(value, s, None) for c in cls.__mro__ for s in getattr(c, "__slots__", ())
+               if isinstance(s, str)]
+    return any(_holds_arrays(v, False) for v in fields)
 
 
 def _new_node(node_cls: type, nexts: tuple, needs: tuple) -> Node:
