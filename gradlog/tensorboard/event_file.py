@@ -15,11 +15,13 @@ Guarantees (each tested):
   A SIGKILL therefore loses fewer than ``max_queue`` events, as with PyTorch.
 * **Errors surface.** An ``OSError`` names the file and is raised by the call that hit it, or by
   the next call if the idle flusher hit it. Unwritten bytes stay queued for the next flush.
-* **Restarts.** The first record is ``file_version``. A fresh run directory also gets
-  ``SessionLog.START`` at step 0, and ``purge_step=T`` writes ``START`` at ``T``: TensorBoard's
-  Python loader ignores a run's first ``START`` and purges steps ``>= T`` on a later one, so a
-  resumed run is purged on both loaders. Reopening a directory without ``purge_step`` writes no
-  ``START`` (it would purge the whole history under the Python loader).
+* **Restarts.** The first record is ``file_version``. ``purge_step=T`` then writes
+  ``SessionLog.START`` at ``T`` twice: TensorBoard's server loader takes a run's first
+  ``START`` for the beginning of the run and purges steps ``>= T`` on a later one, the classic
+  ``EventAccumulator`` purges on every one, so whatever the directory already holds, the
+  earlier sessions' steps ``>= T`` are hidden on both. Without ``purge_step`` no ``START`` is
+  written (as PyTorch): writers that share a directory, even two processes starting at the
+  same moment, never hide each other's events.
 """
 
 from __future__ import annotations
@@ -52,13 +54,6 @@ def _with_path(error: OSError, path: str) -> OSError:
     return type(error)(error.errno, error.strerror or str(error), path)
 
 
-def _holds_event_files(log_dir: str) -> bool:
-    try:
-        return any("tfevents" in name for name in os.listdir(log_dir))
-    except OSError:
-        return False
-
-
 class EventFileWriter:
     """Writes framed ``Event`` records to one new event file in ``log_dir``.
 
@@ -88,12 +83,11 @@ class EventFileWriter:
             os.makedirs(self.log_dir, exist_ok=True)
         except OSError as error:
             raise _with_path(error, self.log_dir) from error
-        fresh = not _holds_event_files(self.log_dir)
         self._open_file(step=purge_step or 0)
-        if purge_step is not None or fresh:
-            start = Event(wall_time=time.time(), step=int(purge_step or 0),
+        if purge_step is not None:  # twice: see "Restarts" above
+            start = Event(wall_time=time.time(), step=int(purge_step),
                           session_log=SessionLog(status=SessionLog.START))
-            self._pending.append(frame(start.SerializeToString()))
+            self._pending += [frame(start.SerializeToString())] * 2
         try:
             self.flush()  # the run shows up at once, and a bad directory fails here
         except OSError:

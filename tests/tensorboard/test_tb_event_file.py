@@ -62,24 +62,23 @@ def test_an_existing_file_is_never_appended_to(log_dir, monkeypatch):
     assert second.path.endswith(".999999") and pathlib.Path(first.path).read_bytes() == before
 
 
-def test_header_is_file_version_then_start_at_0_in_a_fresh_directory(log_dir):
+def test_header_is_file_version_alone_without_purge_step(log_dir):
     writer = EventFileWriter(log_dir)
     writer.close()
-    header, start = read_events(writer.path)
+    (header,) = read_events(writer.path)
     assert header.file_version == "brain.Event:2" and header.source_metadata.writer == "gradlog"
-    assert start.session_log.status == SessionLog.START and start.step == 0
-
-
-def test_reopening_a_directory_writes_no_start_unless_purge_step_is_given(log_dir):
-    EventFileWriter(log_dir).close()
-    again = EventFileWriter(log_dir)
+    again = EventFileWriter(log_dir)  # a second file in the directory: no START either
     again.close()
     assert [e.WhichOneof("what") for e in read_events(again.path)] == ["file_version"]
+
+
+def test_purge_step_writes_start_twice_after_the_header(log_dir):
+    EventFileWriter(log_dir).close()
     resumed = EventFileWriter(log_dir, purge_step=7)
     resumed.close()
-    header, start = read_events(resumed.path)
-    assert header.file_version and start.session_log.status == SessionLog.START
-    assert start.step == 7
+    header, *starts = read_events(resumed.path)
+    assert header.file_version and len(starts) == 2
+    assert all(s.session_log.status == SessionLog.START and s.step == 7 for s in starts)
 
 
 def test_events_wait_until_max_queue_are_pending(log_dir):
@@ -171,7 +170,7 @@ def test_a_short_write_leaves_no_torn_record_in_the_middle(log_dir, monkeypatch)
         writer.add_event(scalar_event(step))
     writer.close()
     payloads, torn = strict_records(writer.path)  # every CRC checks out
-    assert torn == 0 and [Event.FromString(p).step for p in payloads[2:]] == list(range(13))
+    assert torn == 0 and [Event.FromString(p).step for p in payloads[1:]] == list(range(13))
 
 
 def test_close_raises_the_write_error_and_still_closes(log_dir, monkeypatch):
@@ -259,5 +258,5 @@ def test_forked_child_writes_its_own_file_and_never_the_parents_records(log_dir)
     files = event_files(log_dir)
     assert len(files) == 2 and parent_file in files
     child_file = next(f for f in files if f != parent_file)
-    assert [e.step for e in read_events(parent_file) if not e.file_version] == [0, 1]
+    assert [e.step for e in read_events(parent_file) if not e.file_version] == [1]
     assert [e.step for e in read_events(child_file) if not e.file_version] == [2]
