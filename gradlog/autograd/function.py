@@ -18,7 +18,8 @@ import numpy as np
 
 from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import anomaly
-from .grad_mode import state as _mode
+from .grad_mode import GRAD, INFERENCE
+from .grad_mode import mode as _mode_flags
 from .tensor import Tensor, VersionCounter, wrap
 
 __all__ = ["Function", "Op", "Node", "AccumulateGrad", "FunctionCtx"]
@@ -337,7 +338,8 @@ class Op(Function):
         # One pass over the arguments collects the arrays and, for inputs that require grad,
         # the graph edges; nothing else is done unless a graph is recorded.
         requires = False
-        if _mode.grad_enabled and not _mode.inference:
+        flags = _mode_flags()
+        if flags == GRAD:  # grad mode on, not in inference mode
             arrays = []
             nexts = []
             needs = []
@@ -372,7 +374,7 @@ class Op(Function):
             t._data = out
             t._requires_grad = False
             t._grad_fn = None
-            if _mode.inference:
+            if flags & INFERENCE:
                 t._inference = True
             elif cls.is_view:
                 _share_view(t, cls, args)

@@ -6,9 +6,9 @@ for every step of the generator and the caller's mode is restored between steps)
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import inspect
-import threading
 from typing import Any
 
 __all__ = [
@@ -17,21 +17,49 @@ __all__ = [
 ]
 
 
-class _ThreadState(threading.local):
-    grad_enabled = True
-    inference = False
+# The mode is one small int in a context variable: per thread (a new thread starts from the
+# default, grad enabled, as in PyTorch) and one fast C call to read on every operation.
+GRAD = 1        # operations on tensors that require grad record a graph
+INFERENCE = 2   # results are inference tensors
+_MODE: contextvars.ContextVar[int] = contextvars.ContextVar("gradlog_grad_mode", default=GRAD)
+mode = _MODE.get   # hot paths: ``mode() == GRAD`` means "record a graph"
+set_mode = _MODE.set
 
 
-state = _ThreadState()
+class _State:
+    """Attribute view of the mode for code off the hot path."""
+
+    __slots__ = ()
+
+    @property
+    def grad_enabled(self) -> bool:
+        return bool(_MODE.get() & GRAD)
+
+    @grad_enabled.setter
+    def grad_enabled(self, value: bool) -> None:
+        m = _MODE.get()
+        _MODE.set(m | GRAD if value else m & ~GRAD)
+
+    @property
+    def inference(self) -> bool:
+        return bool(_MODE.get() & INFERENCE)
+
+    @inference.setter
+    def inference(self, value: bool) -> None:
+        m = _MODE.get()
+        _MODE.set(m | INFERENCE if value else m & ~INFERENCE)
+
+
+state = _State()
 
 
 def is_grad_enabled() -> bool:
     """True when operations on tensors that require grad record a graph in this thread."""
-    return state.grad_enabled
+    return bool(_MODE.get() & GRAD)
 
 
 def is_inference_mode_enabled() -> bool:
-    return state.inference
+    return bool(_MODE.get() & INFERENCE)
 
 
 class _GradMode:
@@ -77,11 +105,11 @@ class _GradMode:
         return type(self)()
 
     def __enter__(self) -> None:
-        self._saved = (state.grad_enabled, state.inference)
+        self._saved = _MODE.get()
         self._enter()
 
     def __exit__(self, *exc_info: object) -> None:
-        state.grad_enabled, state.inference = self._saved
+        _MODE.set(self._saved)
 
     def _enter(self) -> None:
         raise NotImplementedError
@@ -132,7 +160,7 @@ class set_grad_enabled(_GradMode):
         return set_grad_enabled(self.mode)
 
     def __enter__(self) -> None:
-        self._saved = (self.prev, state.inference)
+        self._saved = (_MODE.get() & ~GRAD) | (GRAD if self.prev else 0)
         state.grad_enabled = self.mode
 
     def __call__(self, func: Any) -> Any:

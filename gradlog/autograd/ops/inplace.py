@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..function import Op, _NoGradCtx
+from ..grad_mode import GRAD
+from ..grad_mode import mode as _mode_flags
 from ..grad_mode import state as _mode
 from ..tensor import Tensor, wrap
 from ._util import check_broadcast, scalar_type_name
@@ -191,7 +193,7 @@ def _others(*xs: Any) -> tuple:
 def _applied_without_graph(self: Tensor, ufunc: Any, operand: Any, other: Any) -> bool:
     """Under no_grad nothing can be recorded: apply the ufunc in place at once (the
     optimizers' path). Returns False when the general path must decide."""
-    if _mode.grad_enabled or self._inference:
+    if _mode_flags() & GRAD or self._inference:
         return False
     data = self._data
     try:
