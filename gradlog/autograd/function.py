@@ -359,8 +359,10 @@ class Op(Function):
                     arrays.append(a)
                 nexts.append(None)
                 needs.append(False)
-        else:  # the path every op inside a backward pass takes
-            arrays = [a._data if isinstance(a, Tensor) else a for a in args]
+        else:  # the path every op inside a backward pass takes (a loop: cheaper than a
+            arrays = []  # comprehension, which is a function call in Python 3.11)
+            for a in args:
+                arrays.append(a._data if isinstance(a, Tensor) else a)
         if not requires:
             compute = cls.compute
             if compute is not None:  # nothing to record: just the values
