@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .common import check_close, interleaved, torch_or_none
+from .common import check_close, cycler, interleaved, torch_or_none
 
 BATCH, SIZE, LR = 64, 28, 0.05
 
@@ -164,16 +164,6 @@ class TorchCNN:
         return float(loss.item())
 
 
-def _cycler(model: Any, batches: list) -> Any:
-    state = {"i": 0}
-
-    def step() -> float:
-        x, y = batches[state["i"] % len(batches)]
-        state["i"] += 1
-        return model.step(x, y)
-    return step
-
-
 def check(weights: list, batches: list) -> dict[str, list[float]]:
     ref = [FloorCNN(weights).step(x, y) for x, y in batches[:1]]
     floor = FloorCNN(weights)
@@ -196,10 +186,10 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
     if quick:
         return {"W2": {"checked": trajectories}, "W4c": default_plugins_overhead(
             weights, batches, blocks=1, per_block=2)}
-    contenders = {"floor": _cycler(FloorCNN(weights), batches),
-                  "gradlog": _cycler(GradlogCNN(weights), batches)}
+    contenders = {"floor": cycler(FloorCNN(weights), batches),
+                  "gradlog": cycler(GradlogCNN(weights), batches)}
     if torch_or_none() is not None:
-        contenders["torch"] = _cycler(TorchCNN(weights), batches)
+        contenders["torch"] = cycler(TorchCNN(weights), batches)
     t = interleaved(contenders, blocks=blocks, per_block=5)
     return {"W2": _ratios(t, "median", target=("gradlog", "floor", 1.20)),
             "W4c": default_plugins_overhead(weights, batches, blocks=max(blocks // 2, 3),
@@ -222,8 +212,8 @@ def default_plugins_overhead(weights: list, batches: list, blocks: int,
                    probe_sets={"probe": {"images": probe,
                                          "labels": gl.from_numpy(batches[0][1][:8].copy())}})
     try:
-        t = interleaved({"plain": _cycler(plain, batches),
-                         "defaults": _cycler(watched, batches)},
+        t = interleaved({"plain": cycler(plain, batches),
+                         "defaults": cycler(watched, batches)},
                         blocks=blocks, per_block=per_block, warmup=1)
     finally:
         run.close()

@@ -72,6 +72,17 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
     return timings
 
 
+def cycler(model: Any, batches: list) -> Callable[[], Any]:
+    """A no-argument step function that feeds ``model.step`` the batches in turn."""
+    state = {"i": 0}
+
+    def step() -> Any:
+        x, y = batches[state["i"] % len(batches)]
+        state["i"] += 1
+        return model.step(x, y)
+    return step
+
+
 def check_close(name: str, reference: list[float], other: list[float], rtol: float) -> None:
     """Refuse to time contenders whose loss trajectories disagree."""
     for step, (a, b) in enumerate(zip(reference, other)):

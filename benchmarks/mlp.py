@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import check_close, interleaved, torch_or_none
+from .common import check_close, cycler, interleaved, torch_or_none
 
 SIZES = (784, 256, 256, 10)
 BATCH = 128
@@ -152,16 +152,6 @@ class TorchMLP:
             p.register_post_accumulate_grad_hook(hist)
 
 
-def _cycler(model: Any, batches: list) -> Any:
-    state = {"i": 0}
-
-    def step() -> float:
-        x, y = batches[state["i"] % len(batches)]
-        state["i"] += 1
-        return model.step(x, y)
-    return step
-
-
 def _trajectory(model: Any, batches: list, n: int = 5) -> list[float]:
     return [model.step(x, y) for x, y in batches[:n]]
 
@@ -184,10 +174,10 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
     if quick:
         return {"W1": {"checked": trajectories}}
     results: dict[str, Any] = {}
-    contenders = {"floor": _cycler(FloorMLP(weights), batches),
-                  "gradlog": _cycler(GradlogMLP(weights), batches)}
+    contenders = {"floor": cycler(FloorMLP(weights), batches),
+                  "gradlog": cycler(GradlogMLP(weights), batches)}
     if torch_or_none() is not None:
-        contenders["torch"] = _cycler(TorchMLP(weights), batches)
+        contenders["torch"] = cycler(TorchMLP(weights), batches)
     t = interleaved(contenders, blocks=blocks, per_block=5)
     results["W1"] = _ratios(t, "median", target=("gradlog", "floor", 1.15))
     results["W4"] = hooks_overhead(weights, batches, blocks=max(blocks, 15))
@@ -212,7 +202,7 @@ def _ratios(t: dict, stat: str, target: tuple) -> dict[str, Any]:
 def hooks_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
     plain, hooked = GradlogMLP(weights), GradlogMLP(weights)
     hooked.add_noop_hooks()
-    contenders = {"plain": _cycler(plain, batches), "hooks": _cycler(hooked, batches)}
+    contenders = {"plain": cycler(plain, batches), "hooks": cycler(hooked, batches)}
     torch = torch_or_none()
     if torch is not None:
         tp, th = TorchMLP(weights), TorchMLP(weights)
@@ -222,8 +212,8 @@ def hooks_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
             o.register_hook(lambda g: None)
         for m in th_model.modules():
             m.register_forward_hook(fwd)
-        contenders["torch_plain"] = _cycler(tp, batches)
-        contenders["torch_hooks"] = _cycler(th, batches)
+        contenders["torch_plain"] = cycler(tp, batches)
+        contenders["torch_hooks"] = cycler(th, batches)
     t = interleaved(contenders, blocks=blocks, per_block=3)
     out = _ratios({"plain": t["plain"], "hooks": t["hooks"]}, "min",
                   target=("hooks", "plain", 1.05))
@@ -238,13 +228,13 @@ def histogram_overhead(weights: list, batches: list, blocks: int) -> dict[str, A
     logdir = tempfile.mkdtemp(prefix="gradlog-bench-")
     run = gl.watch(logged.model, logged.opt, logdir=logdir,
                    plugins=['histogram:every=1,bins=30,kinds=["weight","grad"]'])
-    contenders = {"plain": _cycler(plain, batches), "histogram": _cycler(logged, batches)}
+    contenders = {"plain": cycler(plain, batches), "histogram": cycler(logged, batches)}
     torch = torch_or_none()
     if torch is not None:
         th = TorchMLP(weights)
         th.add_histogram_hooks()
-        contenders["torch_plain"] = _cycler(TorchMLP(weights), batches)
-        contenders["torch_hist"] = _cycler(th, batches)
+        contenders["torch_plain"] = cycler(TorchMLP(weights), batches)
+        contenders["torch_hist"] = cycler(th, batches)
     try:
         t = interleaved(contenders, blocks=blocks, per_block=3)
     finally:
@@ -262,7 +252,7 @@ def watch_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
     from gradlog.testing import MemoryWriter
     run = gl.watch(watched.model, watched.opt, writer=MemoryWriter())
     try:
-        t = interleaved({"plain": _cycler(plain, batches), "watch": _cycler(watched, batches)},
+        t = interleaved({"plain": cycler(plain, batches), "watch": cycler(watched, batches)},
                         blocks=blocks, per_block=3)
     finally:
         run.close()

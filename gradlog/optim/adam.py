@@ -7,9 +7,8 @@ from typing import Any
 
 from ..autograd.creation import tensor, zeros_like
 from ..autograd.dtypes import float32, float64, get_default_dtype
-from ..autograd.grad_mode import enable_grad
 from ..autograd.ops.compare import maximum
-from .optimizer import Optimizer, use_no_grad
+from .optimizer import Optimizer, evaluate_closure, use_no_grad
 
 __all__ = ["Adam"]
 
@@ -75,10 +74,7 @@ class Adam(Optimizer):
     @use_no_grad
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             lr = float(group["lr"])
             beta1, beta2 = (float(b) for b in group["betas"])

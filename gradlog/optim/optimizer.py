@@ -20,7 +20,7 @@ from copy import deepcopy
 from itertools import chain
 from typing import Any
 
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import enable_grad, no_grad
 from ..autograd.tensor import Tensor
 from ..utils.hooks import HookRegistry, RemovableHandle, register
 
@@ -86,6 +86,14 @@ def use_no_grad(step: Callable) -> Callable:
         with no_grad():
             return step(*args, **kwargs)
     return wrapper
+
+
+def evaluate_closure(closure: Callable[[], Any] | None) -> Any:
+    """``closure()`` with grad mode on (a step runs under no_grad), or None without one."""
+    if closure is None:
+        return None
+    with enable_grad():
+        return closure()
 
 
 class Optimizer:

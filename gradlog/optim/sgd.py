@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..autograd.grad_mode import enable_grad
-from .optimizer import Optimizer, use_no_grad
+from .optimizer import Optimizer, evaluate_closure, use_no_grad
 
 __all__ = ["SGD"]
 
@@ -46,10 +45,7 @@ class SGD(Optimizer):
     @use_no_grad
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns ``closure()``'s loss if given."""
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
+        loss = evaluate_closure(closure)
         for group in self.param_groups:
             lr = float(group["lr"])
             momentum = float(group["momentum"])

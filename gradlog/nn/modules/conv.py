@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ...autograd.tensor import Tensor
-from .. import init
 from ..functional.conv import conv1d, conv2d
-from ._factory import check_device, empty_parameter
+from ._factory import check_device, empty_parameter, reset_weight_and_bias
 from .module import Module
 
 __all__ = ["Conv1d", "Conv2d"]
@@ -69,13 +67,8 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        """PyTorch's default: weight and bias uniform in [-1/sqrt(fan_in), 1/sqrt(fan_in)]."""
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        """PyTorch's default initialization (kaiming-uniform weight, fan-in bounded bias)."""
+        reset_weight_and_bias(self.weight, self.bias)
 
     def extra_repr(self) -> str:
         n = self._dims

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ...autograd.ops.linalg import linear
 from ...autograd.tensor import Tensor
-from .. import init
-from ._factory import check_device, empty_parameter
+from ._factory import check_device, empty_parameter, reset_weight_and_bias
 from .module import Module
 
 __all__ = ["Linear", "Identity"]
@@ -50,11 +48,8 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        """PyTorch's default initialization (kaiming-uniform weight, fan-in bounded bias)."""
+        reset_weight_and_bias(self.weight, self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
         return linear(input, self.weight, self.bias)
