@@ -6,7 +6,6 @@ ignores Inf): a gradient that overflowed is as useless for training as one that 
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any
 
@@ -14,7 +13,7 @@ __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
            "is_anomaly_check_nan_enabled"]
 
 
-class _State(threading.local):
+class _State:  # process-wide, as PyTorch's anomaly mode (and read on every operation)
     enabled = False
     check_nan = True
 

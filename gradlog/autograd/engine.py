@@ -278,7 +278,10 @@ class _Pass:
                         if not create_graph and _aliased(outputs, grads):
                             outputs = _unalias(outputs, grads)
                         if release:
-                            node._release()
+                            if node.__dict__:  # arrays kept on ctx: the node frees them
+                                node._release()
+                            elif node._saved is not None:
+                                node._saved = _FREED
                     else:
                         outputs = self._run_node(node, grads, runs)
                 ready = None
@@ -490,10 +493,21 @@ def _unalias(outputs: tuple, grads: list) -> tuple:
     tensor objects: sharing then shows in the array's reference count, so a leaf never takes
     memory that another tensor still uses."""
     out = list(outputs)
-    for i, o in enumerate(out):
+    for i in range(len(out)):
+        o = out[i]
         if o is None:
             continue
-        if any(o is x for x in grads) or any(o is out[j] for j in range(i)):
+        shared = False
+        for x in grads:
+            if o is x:
+                shared = True
+                break
+        if not shared:
+            for j in range(i):
+                if o is out[j]:
+                    shared = True
+                    break
+        if shared:
             out[i] = wrap(o._data)
     return tuple(out)
 

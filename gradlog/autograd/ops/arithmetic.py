@@ -7,7 +7,9 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..function import Op
+from ..function import Op, _new
+from ..grad_mode import GRAD, INFERENCE
+from ..grad_mode import mode as _mode_flags
 from ..tensor import Tensor
 from ._util import (
     as_float,
@@ -431,23 +433,36 @@ def remainder(input: Any, other: Any) -> Tensor:
     return binary(RemainderTensor if isinstance(other, Tensor) else Remainder, input, other)
 
 
+def _same_dtype_binary(op: type, self: Tensor, other: Any) -> Tensor:
+    """``self op other`` for two tensors of one dtype, the common case: when nothing is to be
+    recorded (every op inside a backward pass), the op's ``compute`` runs at once, without
+    ``Op.apply``'s bookkeeping; otherwise ``Op.apply`` records it."""
+    try:
+        if (_mode_flags() != GRAD or not (self._requires_grad or other._requires_grad)) \
+                and self.__class__ is Tensor:
+            out = op.compute(self._data, other._data)
+            t = _new(Tensor)
+            t._data = out if out.__class__ is np.ndarray else np.asarray(out)  # 0-d results
+            t._requires_grad = False
+            t._grad_fn = None
+            if _mode_flags() & INFERENCE:
+                t._inference = True
+            return t
+        return op.apply(self, other)
+    except ValueError:
+        check_broadcast(self._data.shape, other._data.shape)
+        raise
+
+
 def _add_method(self: Tensor, other: Any) -> Tensor:
     if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
-        try:
-            return Add.apply(self, other)  # the common case, without the promotion checks
-        except ValueError:
-            check_broadcast(self._data.shape, other._data.shape)
-            raise
+        return _same_dtype_binary(Add, self, other)
     return binary(Add, self, other)
 
 
 def _mul_method(self: Tensor, other: Any) -> Tensor:
     if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
-        try:
-            return Mul.apply(self, other)
-        except ValueError:
-            check_broadcast(self._data.shape, other._data.shape)
-            raise
+        return _same_dtype_binary(Mul, self, other)
     return binary(Mul, self, other)
 
 
