@@ -542,7 +542,19 @@ def _check_anomaly(node: Node, outputs: Sequence) -> None:
             kind = "nan" if np.isnan(data).any() else "inf"
             _warn_forward_trace(node)
             raise RuntimeError(f"Function '{node.name()}' returned {kind} values in its {i}th "
-                               "output.")
+                               f"output.{_created_at(node)}")
+
+
+def _created_at(node: Node) -> str:
+    """`` The operation was created at FILE:LINE: code`` from the recorded forward stack: the
+    innermost frame outside gradlog, i.e. the user's line."""
+    import os
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for frame in reversed(node._trace or ()):
+        if not os.path.abspath(frame.filename).startswith(package + os.sep):
+            code = f": {frame.line}" if frame.line else ""
+            return f" The operation was created at {frame.filename}:{frame.lineno}{code}"
+    return ""
 
 
 def _warn_forward_trace(node: Node) -> None:

@@ -14,8 +14,11 @@ def test_nan_names_the_backward_function():
         with pytest.warns(UserWarning, match="^Error detected in SqrtBackward0. Traceback of "
                                              "forward call that caused the error:"):
             with pytest.raises(RuntimeError, match=r"^Function 'SqrtBackward0' returned nan "
-                                                   r"values in its 0th output.$"):
+                                                   r"values in its 0th output.") as info:
                 y.sum().backward()
+    # the error also names the line of user code that created the operation
+    assert f"created at {__file__}:" in str(info.value)
+    assert str(info.value).endswith("y = gl.sqrt(x) * 0")
 
 
 def test_inf_is_flagged_too_a_documented_difference():
