@@ -354,9 +354,9 @@ class Trainer:
                 run.log_scalar("train/acc", acc)
             run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
             ticks += 1
-            if ticks == 20:
+            if ticks == 20 or done + 1 == len(loader):  # every 20 steps and at epoch end
                 now = time.perf_counter()
-                run.log_scalar("train/steps_per_sec", ticks / (now - tick))
+                run.log_scalar("train/steps_per_sec", ticks / max(now - tick, 1e-9))
                 tick, ticks = now, 0
             if step_scheduler:
                 self.scheduler.step()

@@ -299,6 +299,8 @@ class Run:
         if self._in_batch:
             self.end_batch()
         self._dispatcher.fire("on_epoch_end")
+        if self._steps_since_telemetry:  # each epoch ends with a point, short runs included
+            self._log_telemetry(max(self.step - 1, 0))
         self.epoch += 1
 
     def validation_end(self, metrics: dict, *, log: bool = True) -> None:
@@ -362,12 +364,13 @@ class Run:
         if self.writer is not None:
             self.writer.add_text("plugins/errors", f"{message}\n\n```\n{tb}\n```", self.step)
 
-    def _log_telemetry(self) -> None:
+    def _log_telemetry(self, step: int | None = None) -> None:
         n = max(self._steps_since_telemetry, 1)
         for slot in self._dispatcher.slots:
             if self.writer is not None and slot.enabled:
                 self.writer.add_scalar(f"plugins/{slot.name}/ms_per_step",
-                                       slot.seconds * 1000.0 / n, self.step)
+                                       slot.seconds * 1000.0 / n,
+                                       self.step if step is None else step)
             slot.seconds = 0.0
         self._steps_since_telemetry = 0
 
