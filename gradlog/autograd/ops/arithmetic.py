@@ -30,6 +30,16 @@ def _shape(x: Any) -> tuple:
     return x.shape if isinstance(x, np.ndarray) else ()
 
 
+def _broadcast_shapes(a: Any, b: Any, out: np.ndarray) -> tuple | None:
+    """The inputs' shapes when broadcasting changed one of them, else None (the common case:
+    tested on ints, without building shape tuples)."""
+    n = out.size
+    if n and a.size == n and a.ndim == out.ndim and (
+            b.__class__ is not np.ndarray or (b.size == n and b.ndim == out.ndim)):
+        return None
+    return (a.shape, b.shape if b.__class__ is np.ndarray else ())
+
+
 class Add(Op):
     node_name = "AddBackward0"
     compute = staticmethod(np.add)
@@ -37,13 +47,17 @@ class Add(Op):
 
     @staticmethod
     def forward(ctx, a, b):
-        ctx.shapes = (a.shape, b.shape if b.__class__ is np.ndarray else ())
-        return a + b
+        out = a + b
+        ctx.shapes = _broadcast_shapes(a, b, out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
-        sa, sb = ctx.shapes
+        shapes = ctx.shapes
+        if shapes is None:
+            return (g if na else None, g if nb else None)
+        sa, sb = shapes
         gs = g._data.shape
         return ((g if gs == sa else unbroadcast(g, sa)) if na else None,
                 (g if gs == sb else unbroadcast(g, sb)) if nb else None)
@@ -79,23 +93,24 @@ class Mul(Op):
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
         ctx.save_for_backward(a if nb else None, b if na else None)  # only what is needed
-        ctx.shapes = (a.shape, b.shape if b.__class__ is np.ndarray else ())
-        return a * b
+        out = a * b
+        ctx.shapes = _broadcast_shapes(a, b, out)
+        return out
 
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        sa, sb = ctx.shapes
+        shapes = ctx.shapes
         ga = gb = None
         if na:
             ga = g * b
-            if ga._data.shape != sa:
-                ga = unbroadcast(ga, sa)
+            if shapes is not None and ga._data.shape != shapes[0]:
+                ga = unbroadcast(ga, shapes[0])
         if nb:
             gb = g * a
-            if gb._data.shape != sb:
-                gb = unbroadcast(gb, sb)
+            if shapes is not None and gb._data.shape != shapes[1]:
+                gb = unbroadcast(gb, shapes[1])
         return ga, gb
 
 
