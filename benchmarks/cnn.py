@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .common import check_close, cycler, interleaved, torch_or_none
+from .common import check_trajectories, cycler, interleaved, torch_or_none
 
 BATCH, SIZE, LR = 64, 28, 0.05
 
@@ -164,25 +164,11 @@ class TorchCNN:
         return float(loss.item())
 
 
-def check(weights: list, batches: list) -> dict[str, list[float]]:
-    ref = [FloorCNN(weights).step(x, y) for x, y in batches[:1]]
-    floor = FloorCNN(weights)
-    ref = [floor.step(x, y) for x, y in batches[:4]]
-    gm = GradlogCNN(weights)
-    out = {"floor": ref, "gradlog": [gm.step(x, y) for x, y in batches[:4]]}
-    check_close("W2 gradlog", ref, out["gradlog"], 1e-4)
-    if torch_or_none() is not None:
-        tm = TorchCNN(weights)
-        out["torch"] = [tm.step(x, y) for x, y in batches[:4]]
-        check_close("W2 torch", ref, out["torch"], 1e-4)
-    return out
-
-
 def run(quick: bool, blocks: int) -> dict[str, Any]:
     from .mlp import _ratios
     weights = make_weights()
     batches = make_batches(4 if quick else 8)
-    trajectories = check(weights, batches)
+    trajectories = check_trajectories("W2", FloorCNN, GradlogCNN, TorchCNN, weights, batches, 4)
     if quick:
         return {"W2": {"checked": trajectories}, "W4c": default_plugins_overhead(
             weights, batches, blocks=1, per_block=2)}

@@ -83,6 +83,21 @@ def cycler(model: Any, batches: list) -> Callable[[], Any]:
     return step
 
 
+def check_trajectories(label: str, floor: Any, mine: Any, torch_cls: Any, weights: Any,
+                       batches: list, steps: int) -> dict[str, list[float]]:
+    """Train the floor, gradlog and (when installed) PyTorch from the same weights on the same
+    batches; their losses must agree before anything is timed."""
+    def losses(cls: Any) -> list[float]:
+        model = cls(weights)
+        return [model.step(x, y) for x, y in batches[:steps]]
+    out = {"floor": losses(floor), "gradlog": losses(mine)}
+    check_close(f"{label} gradlog", out["floor"], out["gradlog"], 1e-4)
+    if torch_or_none() is not None:
+        out["torch"] = losses(torch_cls)
+        check_close(f"{label} torch", out["floor"], out["torch"], 1e-4)
+    return out
+
+
 def check_close(name: str, reference: list[float], other: list[float], rtol: float) -> None:
     """Refuse to time contenders whose loss trajectories disagree."""
     for step, (a, b) in enumerate(zip(reference, other)):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import check_close, cycler, interleaved, torch_or_none
+from .common import check_trajectories, cycler, interleaved, torch_or_none
 
 SIZES = (784, 256, 256, 10)
 BATCH = 128
@@ -152,25 +152,10 @@ class TorchMLP:
             p.register_post_accumulate_grad_hook(hist)
 
 
-def _trajectory(model: Any, batches: list, n: int = 5) -> list[float]:
-    return [model.step(x, y) for x, y in batches[:n]]
-
-
-def check(weights: list, batches: list) -> dict[str, list[float]]:
-    """Loss trajectories from identical weights and batches must agree before timing."""
-    ref = _trajectory(FloorMLP(weights), batches)
-    out = {"floor": ref, "gradlog": _trajectory(GradlogMLP(weights), batches)}
-    check_close("W1 gradlog", ref, out["gradlog"], 1e-4)
-    if torch_or_none() is not None:
-        out["torch"] = _trajectory(TorchMLP(weights), batches)
-        check_close("W1 torch", ref, out["torch"], 1e-4)
-    return out
-
-
 def run(quick: bool, blocks: int) -> dict[str, Any]:
     weights = make_weights()
     batches = make_batches(4 if quick else 16)
-    trajectories = check(weights, batches)
+    trajectories = check_trajectories("W1", FloorMLP, GradlogMLP, TorchMLP, weights, batches, 5)
     if quick:
         return {"W1": {"checked": trajectories}}
     results: dict[str, Any] = {}
