@@ -122,7 +122,8 @@ class PluginHarness:
         from gradlog.plugin import Run
         self.run_obj = Run(self.model, self.optimizer, self.writer,
                            plugins=[*plugins, self.plugin], strict=strict,
-                           probe_sets=probe_sets or {}, seed=seed, auto_batches=False)
+                           probe_sets=probe_sets or {}, seed=seed, auto_batches=False,
+                           telemetry_every=0)  # the plugin's own logs only
 
     def run(self, steps: int, epochs: int = 1) -> PluginHarness:
         """Train ``steps`` batches per epoch for ``epochs`` epochs, firing every event."""

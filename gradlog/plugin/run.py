@@ -30,6 +30,8 @@ class Run:
     In your own loop, announce what the hooks cannot see: ``x, y = run.batch(x, y)`` (needed by
     plugins that use labels or replace inputs), ``run.epoch_end()``,
     ``run.validation_end(metrics)``; log with ``run.log_scalar(tag, value)``.
+    Each plugin's ``plugins/<name>/ms_per_step`` is logged every ``telemetry_every`` steps and
+    at each epoch end (``telemetry_every=0`` turns it off, as ``PluginHarness`` does).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, writer: Any = None, *,
@@ -281,7 +283,7 @@ class Run:
         self._in_batch = False
         if self._stepped:
             self._steps_since_telemetry += 1
-            if (self.step + 1) % self._telemetry_every == 0:
+            if self._telemetry_every and (self.step + 1) % self._telemetry_every == 0:
                 self._log_telemetry()
             self.step += 1
         self._stepped = False
@@ -299,7 +301,7 @@ class Run:
         if self._in_batch:
             self.end_batch()
         self._dispatcher.fire("on_epoch_end")
-        if self._steps_since_telemetry:  # each epoch ends with a point, short runs included
+        if self._telemetry_every and self._steps_since_telemetry:  # a point per epoch end
             self._log_telemetry(max(self.step - 1, 0))
         self.epoch += 1
 
