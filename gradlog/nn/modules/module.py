@@ -95,15 +95,16 @@ class Module:
         return self._call_with_hooks(args, kwargs)
 
     def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
-        forward_hooks = (*_hooks.global_forward_hooks.items(), *self._forward_hooks.items())
+        # Snapshots are taken where PyTorch takes them: the backward hooks before the forward
+        # pre-hooks run, the forward hooks when their turn comes (so a pre-hook that adds or
+        # removes a forward hook affects this call).
         called: set = set()
         result = None
+        bw_hooks = [*_hooks.global_backward_hooks.values(), *self._backward_hooks.values()]
+        bw_pre = [*_hooks.global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
         try:
             args, kwargs = self._run_pre_hooks(args, kwargs)
             state = None
-            bw_hooks = [*_hooks.global_backward_hooks.values(), *self._backward_hooks.values()]
-            bw_pre = [*_hooks.global_backward_pre_hooks.values(),
-                      *self._backward_pre_hooks.values()]
             original = args
             if (bw_hooks or bw_pre) and _mode.grad_enabled:
                 state = _hooks.BackwardHookState(self, bw_pre, bw_hooks, args)
@@ -111,7 +112,7 @@ class Module:
             result = self.forward(*args, **kwargs)
             if state is not None:
                 _hooks.propagate_inplace_inputs(self, original, args)
-            for hid, rec in forward_hooks:
+            for hid, rec in (*_hooks.global_forward_hooks.items(), *self._forward_hooks.items()):
                 called.add(hid)
                 out = (rec.fn(self, args, kwargs, result) if rec.with_kwargs
                        else rec.fn(self, args, result))
@@ -121,18 +122,24 @@ class Module:
                 result = _hooks.wrap_outputs(state, result)
             return result
         except Exception:
-            for hid, rec in forward_hooks:
-                if rec.always_call and hid not in called:
-                    try:
-                        (rec.fn(self, args, kwargs, result) if rec.with_kwargs
-                         else rec.fn(self, args, result))
-                    except Exception as exc:
-                        where = "global " if hid in _hooks.global_forward_hooks else ""
-                        warnings.warn(
-                            f"{where}module forward hook with ``always_call=True`` raised an "
-                            "exception that was silenced as another error was raised in "
-                            f"forward: {str(exc)!r}", UserWarning, stacklevel=2)
+            self._run_always_call_hooks(args, kwargs, result, called)
             raise
+
+    def _run_always_call_hooks(self, args: tuple, kwargs: dict, result: Any,
+                               called: set) -> None:
+        """After ``forward`` (or a hook) raised: the ``always_call`` forward hooks that have not
+        run yet; their own exceptions become warnings, the original error propagates."""
+        for hid, rec in (*_hooks.global_forward_hooks.items(), *self._forward_hooks.items()):
+            if rec.always_call and hid not in called:
+                try:
+                    (rec.fn(self, args, kwargs, result) if rec.with_kwargs
+                     else rec.fn(self, args, result))
+                except Exception as exc:
+                    where = "global " if hid in _hooks.global_forward_hooks else ""
+                    warnings.warn(
+                        f"{where}module forward hook with ``always_call=True`` raised an "
+                        "exception that was silenced as another error was raised in "
+                        f"forward: {str(exc)!r}", UserWarning, stacklevel=3)
 
     def _run_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         for rec in (*_hooks.global_forward_pre_hooks.values(),
