@@ -1,0 +1,37 @@
+"""An example for ``gradlog train examples/mlp_adamw.py``: a file that defines
+``build(config)``. An MLP on the built-in Shapes data, AdamW with a one-cycle schedule stepped
+every batch, and the probe sets the probing plugins use.
+
+    gradlog train examples/mlp_adamw.py --epochs 3 --lr 0.003 -p lr-monitor
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gradlog as gl
+from gradlog import nn, optim
+from gradlog.data import DataLoader, Shapes, TensorDataset
+
+
+def build(config: dict) -> dict[str, Any]:
+    seed = int(config.get("seed", 0))
+    train = Shapes(int(config.get("train_size", 4000)), seed=seed)
+    val = Shapes(int(config.get("val_size", 800)), seed=seed + 1)
+    size = train.images.shape[-1]
+    model = nn.Sequential(nn.Flatten(), nn.Linear(size * size, 256), nn.GELU(),
+                          nn.Dropout(0.1), nn.Linear(256, train.num_classes))
+    lr = float(config.get("lr", 3e-3))
+    optimizer = optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-2)
+    train_loader = DataLoader(TensorDataset(gl.from_numpy(train.images),
+                                            gl.from_numpy(train.labels)),
+                              batch_size=int(config.get("batch_size", 64)), shuffle=True,
+                              generator=gl.Generator().manual_seed(seed))
+    val_loader = DataLoader(TensorDataset(gl.from_numpy(val.images), gl.from_numpy(val.labels)),
+                            batch_size=256)
+    scheduler = optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=lr, total_steps=int(config["epochs"]) * len(train_loader))
+    probe = {"images": gl.from_numpy(val.images[:8]), "labels": gl.from_numpy(val.labels[:8])}
+    return {"model": model, "optimizer": optimizer, "loss_fn": nn.CrossEntropyLoss(),
+            "train_loader": train_loader, "val_loader": val_loader, "scheduler": scheduler,
+            "scheduler_interval": "step", "probe_sets": {"probe": probe}}
