@@ -143,6 +143,8 @@ class Adversarial(Plugin):
     name = "adversarial"
     kind = "mutator"
     order = 30
+    touches = ("the training batch (replaced)", "its own forward/backward passes",
+               "a forward pre-hook and a post-accumulate hook (mode=free)")
     Options = Options
 
     def __init__(self, **options: object) -> None:

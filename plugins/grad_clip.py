@@ -112,6 +112,8 @@ class GradClip(Plugin):
     name = "grad-clip"
     kind = "mutator"
     order = 10
+    touches = ("gradients before the optimizer step (in place)",
+               "tensor hooks / module backward pre-hooks for clamp_include")
     Options = Options
 
     def __init__(self, **options: object) -> None:

@@ -43,6 +43,7 @@ class GradNoise(Plugin):
     name = "grad-noise"
     kind = "mutator"
     order = 20
+    touches = ("gradients before the optimizer step (in place)",)
     Options = Options
 
     def __init__(self, **options: object) -> None:

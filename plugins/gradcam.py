@@ -215,6 +215,7 @@ class GradCAM(Plugin):
     name = "gradcam"
     kind = "observer"
     order = 100
+    touches = ("a forward hook on the target layer, during its own probe pass only",)
     Options = Options
 
     def setup(self, run: Any) -> None:

@@ -48,6 +48,7 @@ class Plugin:
     order: ClassVar[int] = 100
     api_version: ClassVar[int] = API_VERSION
     Options: ClassVar[Any] = None
+    touches: ClassVar[tuple] = ()  # what it hooks into, shown by `gradlog plugins show`
 
     def __init__(self, **options: Any) -> None:
         check_plugin_class(type(self))
