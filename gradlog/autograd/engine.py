@@ -183,10 +183,8 @@ class _Pass:
             if node not in deps:
                 deps[node] = 0
                 stack.append(node)
-        order = []
         while stack:
             node = stack.pop()
-            order.append(node)
             for edge in node._next:
                 if edge is not None:
                     child = edge[0]
@@ -275,7 +273,8 @@ class _Pass:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
                             _count_error(node, outputs)
-                        if not create_graph and _aliased(outputs, grads):
+                        if not create_graph and (outputs[0] is grads[0] if len(outputs) == 1
+                                                 else _aliased(outputs, grads)):
                             outputs = _unalias(outputs, grads)
                         if release:
                             if node.__dict__:  # arrays kept on ctx: the node frees them
