@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .common import check_trajectories, cycler, interleaved, torch_or_none
+from .common import EngineModel, check_trajectories, cycler, interleaved, torch_or_none
 
 BATCH, SIZE, LR = 64, 28, 0.05
 
@@ -123,11 +123,11 @@ def _layers(nn: Any) -> list:
             nn.Flatten(), nn.Linear(1568, 10)]
 
 
-class GradlogCNN:
+class GradlogCNN(EngineModel):
     def __init__(self, weights: list) -> None:
         import gradlog as gl
         from gradlog import nn, optim
-        self.gl = gl
+        self.lib = gl
         self.model = nn.Sequential(*_layers(nn))
         with gl.no_grad():
             for p, w in zip(self.model.parameters(), weights):
@@ -135,33 +135,17 @@ class GradlogCNN:
         self.opt = optim.SGD(self.model.parameters(), lr=LR)
         self.loss_fn = nn.CrossEntropyLoss()
 
-    def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        gl = self.gl
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(gl.from_numpy(x)), gl.from_numpy(y))
-        loss.backward()
-        self.opt.step()
-        return float(loss.item())
 
-
-class TorchCNN:
+class TorchCNN(EngineModel):
     def __init__(self, weights: list) -> None:
         import torch
-        self.torch = torch
+        self.lib = torch
         self.model = torch.nn.Sequential(*_layers(torch.nn))
         with torch.no_grad():
             for p, w in zip(self.model.parameters(), weights):
                 p.copy_(torch.from_numpy(w))
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR)
         self.loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        torch = self.torch
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(torch.from_numpy(x)), torch.from_numpy(y))
-        loss.backward()
-        self.opt.step()
-        return float(loss.item())
 
 
 def run(quick: bool, blocks: int) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Timing helpers shared by the workloads: interleaved blocks, medians, minimums, ratios."""
+"""Helpers shared by the workloads: interleaved timing, medians, minimums, ratios, and the
+model wrapper both engines share."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 # CPU time of this process: on a shared machine it does not count the time spent waiting for
 # a core, which wall time does. With more than one thread the wall clock is used instead.
@@ -70,6 +73,24 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
         if gc_was:
             gc.enable()
     return timings
+
+
+class EngineModel:
+    """A model, optimizer and loss on an engine with PyTorch's API (gradlog or PyTorch itself):
+    one training step reads the same for both, which is what the comparison relies on."""
+
+    lib: Any
+    model: Any
+    opt: Any
+    loss_fn: Any
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> float:
+        lib = self.lib
+        self.opt.zero_grad()
+        loss = self.loss_fn(self.model(lib.from_numpy(x)), lib.from_numpy(y))
+        loss.backward()
+        self.opt.step()
+        return float(loss.item())
 
 
 def cycler(model: Any, batches: list) -> Callable[[], Any]:

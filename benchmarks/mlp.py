@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import check_trajectories, cycler, interleaved, torch_or_none
+from .common import EngineModel, check_trajectories, cycler, interleaved, torch_or_none
 
 SIZES = (784, 256, 256, 10)
 BATCH = 128
@@ -75,11 +75,11 @@ class FloorMLP:
         return loss
 
 
-class GradlogMLP:
+class GradlogMLP(EngineModel):
     def __init__(self, weights: list) -> None:
         import gradlog as gl
         from gradlog import nn, optim
-        self.gl = gl
+        self.lib = gl
         layers: list[Any] = []
         for i, (w, b) in enumerate(weights):
             lin = nn.Linear(w.shape[1], w.shape[0])
@@ -92,14 +92,6 @@ class GradlogMLP:
         self.model = nn.Sequential(*layers)
         self.opt = optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = nn.CrossEntropyLoss()
-
-    def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        gl = self.gl
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(gl.from_numpy(x)), gl.from_numpy(y))
-        loss.backward()
-        self.opt.step()
-        return float(loss.item())
 
     def add_noop_hooks(self) -> None:
         """W4: a no-op forward hook on every module that also puts a no-op tensor hook on the
@@ -114,10 +106,10 @@ class GradlogMLP:
             module.register_forward_hook(forward_hook)
 
 
-class TorchMLP:
+class TorchMLP(EngineModel):
     def __init__(self, weights: list) -> None:
         import torch
-        self.torch = torch
+        self.lib = torch
         layers: list[Any] = []
         for i, (w, b) in enumerate(weights):
             lin = torch.nn.Linear(w.shape[1], w.shape[0])
@@ -130,14 +122,6 @@ class TorchMLP:
         self.model = torch.nn.Sequential(*layers)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = torch.nn.CrossEntropyLoss()
-
-    def step(self, x: np.ndarray, y: np.ndarray) -> float:
-        torch = self.torch
-        self.opt.zero_grad()
-        loss = self.loss_fn(self.model(torch.from_numpy(x)), torch.from_numpy(y))
-        loss.backward()
-        self.opt.step()
-        return float(loss.item())
 
     def add_histogram_hooks(self) -> None:
         """What a PyTorch user does for W4b: numpy histograms of weights and gradients."""
