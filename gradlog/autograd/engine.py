@@ -491,6 +491,11 @@ def _unalias(outputs: tuple, grads: list) -> tuple:
     """Give gradients that a backward passed through unchanged, or returned twice, their own
     tensor objects: sharing then shows in the array's reference count, so a leaf never takes
     memory that another tensor still uses."""
+    if len(outputs) == 2 and len(grads) == 1:  # a binary op's backward, inline
+        a, b = outputs
+        g = grads[0]
+        return (wrap(a._data) if a is g else a,
+                wrap(b._data) if b is g or (b is a and b is not None) else b)
     out = list(outputs)
     for i in range(len(out)):
         o = out[i]

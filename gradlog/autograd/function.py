@@ -88,7 +88,9 @@ class Node:
             return ()
         out = []
         for s in saved:  # the common case inline: a tensor whose version is unchanged
-            if s.__class__ is tuple and s[0] is not None:
+            if s is None:  # an input whose gradient was not needed (see Mul)
+                out.append(None)
+            elif s.__class__ is tuple and s[0] is not None:
                 t = s[0]
                 vc = t._vc
                 if vc is not None and vc.value != s[1]:
@@ -390,41 +392,67 @@ class Op(Function):
             node._trace = traceback.extract_stack()[:-2]
             node._plain = False
         out = cls.forward(node, *arrays)
-        if out.__class__ is not np.ndarray:
-            scalar, out = out, np.asarray(out)
-            if node._saved is not None:  # numpy returns 0-d results as scalars: a saved
-                # scalar that is the result must be saved as the output, not as a constant
-                node._saved = tuple(out if s is scalar else s for s in node._saved)
-        t = _new(Tensor)
-        t._data = out
-        if out.dtype.kind != "f":  # integer and bool results are not differentiable
-            t._requires_grad = False
-            t._grad_fn = None
-            return t
-        t._requires_grad = True
-        t._grad_fn = node
-        if cls.is_view:
-            _share_view(t, cls, args)
-        saved = node._saved
-        if saved is not None:
-            entries = []
-            for s in saved:
-                if s is None:
-                    entries.append(None)
-                elif s.__class__ is np.ndarray:
-                    for a in args:  # an input's array saves that input tensor
-                        if isinstance(a, Tensor) and a._data is s:
-                            if a._inference:
-                                _inference_saved_error()
-                            vc = a._vc
-                            entries.append((a, vc.value if vc is not None else 0))
-                            break
-                    else:
-                        entries.append(_resolve_other(s, out, t))
+        return _output_of(cls, node, out, args)
+
+    @classmethod
+    def apply_binary(cls, a: Tensor, b: Tensor) -> Tensor:
+        """``apply(a, b)`` for two tensors when a graph is recorded, at least one of them
+        requiring grad: the same steps without the loops over arguments (the hot path of
+        elementwise arithmetic, whose ops return arrays)."""
+        na = a._requires_grad
+        nb = b._requires_grad
+        node = _new(cls._node_cls)
+        node._next = (((a._grad_fn, a._output_nr) if a._grad_fn is not None else
+                       (a._grad_acc or _accumulator(a), 0)) if na else None,
+                      ((b._grad_fn, b._output_nr) if b._grad_fn is not None else
+                       (b._grad_acc or _accumulator(b), 0)) if nb else None)
+        node._seq = next(_seq)
+        node._saved = None
+        node.needs_input_grad = (na, nb)
+        if anomaly.state.enabled:
+            node._trace = traceback.extract_stack()[:-2]
+            node._plain = False
+        return _output_of(cls, node, cls.forward(node, a._data, b._data), (a, b))
+
+
+def _output_of(cls: type, node: Node, out: Any, args: tuple) -> Tensor:
+    """The output tensor of a recorded op, with the node's saved values resolved: an input's
+    array saves that input, the output's array the output, anything else a constant."""
+    if out.__class__ is not np.ndarray:
+        scalar, out = out, np.asarray(out)
+        if node._saved is not None:  # numpy returns 0-d results as scalars: a saved
+            # scalar that is the result must be saved as the output, not as a constant
+            node._saved = tuple(out if s is scalar else s for s in node._saved)
+    t = _new(Tensor)
+    t._data = out
+    if out.dtype.kind != "f":  # integer and bool results are not differentiable
+        t._requires_grad = False
+        t._grad_fn = None
+        return t
+    t._requires_grad = True
+    t._grad_fn = node
+    if cls.is_view:
+        _share_view(t, cls, args)
+    saved = node._saved
+    if saved is not None:
+        entries = []
+        for s in saved:
+            if s is None:
+                entries.append(None)
+            elif s.__class__ is np.ndarray:
+                for a in args:  # an input's array saves that input tensor
+                    if isinstance(a, Tensor) and a._data is s:
+                        if a._inference:
+                            _inference_saved_error()
+                        vc = a._vc
+                        entries.append((a, vc.value if vc is not None else 0))
+                        break
                 else:
                     entries.append(_resolve_other(s, out, t))
-            node._saved = tuple(entries)
-        return t
+            else:
+                entries.append(_resolve_other(s, out, t))
+        node._saved = tuple(entries)
+    return t
 
 
 def _accumulator(t: Tensor) -> AccumulateGrad:

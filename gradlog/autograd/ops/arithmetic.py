@@ -48,7 +48,8 @@ class Add(Op):
     @staticmethod
     def forward(ctx, a, b):
         out = a + b
-        ctx.shapes = _broadcast_shapes(a, b, out)
+        ctx.shapes = None if b.__class__ is np.ndarray and a.shape == b.shape \
+            else _broadcast_shapes(a, b, out)
         return out
 
     @staticmethod
@@ -94,7 +95,8 @@ class Mul(Op):
         na, nb = ctx.needs_input_grad
         ctx.save_for_backward(a if nb else None, b if na else None)  # only what is needed
         out = a * b
-        ctx.shapes = _broadcast_shapes(a, b, out)
+        ctx.shapes = None if b.__class__ is np.ndarray and a.shape == b.shape \
+            else _broadcast_shapes(a, b, out)
         return out
 
     @staticmethod
@@ -448,22 +450,24 @@ def remainder(input: Any, other: Any) -> Tensor:
     return binary(RemainderTensor if isinstance(other, Tensor) else Remainder, input, other)
 
 
-def _same_dtype_binary(op: type, self: Tensor, other: Any) -> Tensor:
-    """``self op other`` for two tensors of one dtype, the common case: when nothing is to be
-    recorded (every op inside a backward pass), the op's ``compute`` runs at once, without
-    ``Op.apply``'s bookkeeping; otherwise ``Op.apply`` records it."""
+def _same_dtype_binary(op: type, self: Tensor, other: Tensor) -> Tensor:
+    """``self op other`` for two tensors of one dtype, the common case: recorded by
+    ``Op.apply_binary``, or, when nothing is to be recorded (every op inside a backward pass),
+    computed at once by the op's ``compute``, without ``Op.apply``'s bookkeeping."""
     try:
-        if (_mode_flags() != GRAD or not (self._requires_grad or other._requires_grad)) \
-                and self.__class__ is Tensor:
-            out = op.compute(self._data, other._data)
-            t = _new(Tensor)
-            t._data = out if out.__class__ is np.ndarray else np.asarray(out)  # 0-d results
-            t._requires_grad = False
-            t._grad_fn = None
-            if _mode_flags() & INFERENCE:
-                t._inference = True
-            return t
-        return op.apply(self, other)
+        flags = _mode_flags()
+        if flags == GRAD and (self._requires_grad or other._requires_grad):
+            return op.apply_binary(self, other)
+        if self.__class__ is not Tensor:
+            return op.apply(self, other)
+        out = op.compute(self._data, other._data)
+        t = _new(Tensor)
+        t._data = out if out.__class__ is np.ndarray else np.asarray(out)  # 0-d results
+        t._requires_grad = False
+        t._grad_fn = None
+        if flags & INFERENCE:
+            t._inference = True
+        return t
     except ValueError:
         check_broadcast(self._data.shape, other._data.shape)
         raise
