@@ -14,8 +14,9 @@ __all__ = ["detect_anomaly", "set_detect_anomaly", "is_anomaly_enabled",
 
 
 class _State:  # process-wide, as PyTorch's anomaly mode (and read on every operation)
-    enabled = False
-    check_nan = True
+    def __init__(self) -> None:
+        self.enabled = False  # instance attributes: the interpreter reads these fastest
+        self.check_nan = True
 
 
 state = _State()

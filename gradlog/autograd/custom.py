@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .function import _FREED, Node, _new_node, edge_of, saved_entry
+from .function import _FREED, Node, _new_node, next_entry, saved_entry
 from .grad_mode import no_grad
 from .grad_mode import state as _mode
 from .tensor import Tensor, wrap
@@ -15,7 +15,7 @@ from .tensor import Tensor, wrap
 def apply_custom(cls: type, args: tuple) -> Any:
     needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
     record = _mode.grad_enabled and any(needs)
-    node = _new_node(cls._node_cls, tuple(edge_of(a) if n else None
+    node = _new_node(cls._node_cls, tuple(next_entry(a) if n else None
                                           for a, n in zip(args, needs)), needs)
     node.__dict__["_materialize"] = True
     with no_grad():

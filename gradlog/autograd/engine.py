@@ -21,7 +21,7 @@ from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import anomaly
 from .function import _FREED, AccumulateGrad, Node, edge_of
 from .grad_mode import state as _mode
-from .tensor import Tensor, wrap
+from .tensor import Tensor, _new, wrap
 
 __all__ = ["backward", "grad", "register_backward_end_hook"]
 
@@ -185,9 +185,10 @@ class _Pass:
                 stack.append(node)
         while stack:
             node = stack.pop()
-            for edge in node._next:
-                if edge is not None:
-                    child = edge[0]
+            for child in node._next:  # a node, (node, output_nr) or None (see Node)
+                if child is not None:
+                    if child.__class__ is tuple:
+                        child = child[0]
                     n = deps.get(child)
                     if n is None:
                         deps[child] = 1
@@ -207,25 +208,23 @@ class _Pass:
         while ready:
             node = ready.pop()
             topo.append(node)
-            for edge in node._next:
-                if edge is not None:
-                    child = edge[0]
-                    pending[child] -= 1
-                    if pending[child] == 0:
-                        ready.append(child)
+            for child in _children(node):
+                pending[child] -= 1
+                if pending[child] == 0:
+                    ready.append(child)
         reach: set = set()
         runs: set = set()
         for node in reversed(topo):
-            child_reach = any(e is not None and e[0] in reach for e in node._next)
+            child_reach = any(child in reach for child in _children(node))
             if child_reach:
                 runs.add(node)
             if child_reach or node in target_nodes:
                 reach.add(node)
         pruned = {node: 0 for node in reach}
         for node in runs:
-            for edge in node._next:
-                if edge is not None and edge[0] in reach:
-                    pruned[edge[0]] += 1
+            for child in _children(node):
+                if child in reach:
+                    pruned[child] += 1
         return pruned, runs
 
     # -- execution -------------------------------------------------------------------------
@@ -273,21 +272,31 @@ class _Pass:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
                             _count_error(node, outputs)
-                        if not create_graph and (outputs[0] is grads[0] if len(outputs) == 1
-                                                 else _aliased(outputs, grads)):
-                            outputs = _unalias(outputs, grads)
+                        if not create_graph:  # (_aliased, with its common cases inline)
+                            if len(outputs) == 2 and len(grads) == 1:
+                                a, b = outputs
+                                g = grads[0]
+                                if a is g or b is g or (a is b and a is not None):
+                                    outputs = _unalias(outputs, grads)
+                            elif outputs[0] is grads[0] if len(outputs) == 1 \
+                                    else _aliased(outputs, grads):
+                                outputs = _unalias(outputs, grads)
                         if release:
-                            if node.__dict__:  # arrays kept on ctx: the node frees them
-                                node._release()
-                            elif node._saved is not None:
+                            if node._saved is not None:
                                 node._saved = _FREED
+                            # arrays kept on ctx: the node frees them (reading __dict__
+                            # creates it, so ops whose ctx is all slots skip the test)
+                            if not node._ctx_in_slots and node.__dict__:
+                                node._release()
                     else:
                         outputs = self._run_node(node, grads, runs)
                 ready = None
-                for edge, g in zip(node._next, outputs or _nones(len(node._next))):
-                    if edge is None:
+                for child, g in zip(node._next, outputs or _nones(len(node._next))):
+                    if child is None:
                         continue
-                    child = edge[0]
+                    nr = 0
+                    if child.__class__ is tuple:  # an output other than the first
+                        child, nr = child
                     n = deps.get(child)
                     if n is None:  # pruned (backward(inputs=...), grad): leads to no input
                         continue
@@ -298,15 +307,15 @@ class _Pass:
                                 buffers[child] = [g]
                             else:
                                 buf = buffers[child] = [None] * child._n_out
-                                buf[edge[1]] = g
+                                buf[nr] = g
                         else:
-                            old = buf[edge[1]]
+                            old = buf[nr]
                             if old is None:
-                                buf[edge[1]] = g
+                                buf[nr] = g
                             elif create_graph:
-                                buf[edge[1]] = old + g
+                                buf[nr] = old + g
                             else:
-                                buf[edge[1]] = wrap(old._data + g._data)
+                                buf[nr] = wrap(old._data + g._data)
                     n -= 1
                     deps[child] = n
                     if n == 0:
@@ -418,6 +427,11 @@ class _Pass:
         return None
 
 
+def _children(node: Node) -> list:
+    """The nodes a node's backward feeds (its ``_next`` entries, see Node)."""
+    return [c[0] if c.__class__ is tuple else c for c in node._next if c is not None]
+
+
 def _nones(n: int) -> tuple:
     return (None,) * n
 
@@ -494,8 +508,14 @@ def _unalias(outputs: tuple, grads: list) -> tuple:
     if len(outputs) == 2 and len(grads) == 1:  # a binary op's backward, inline
         a, b = outputs
         g = grads[0]
-        return (wrap(a._data) if a is g else a,
-                wrap(b._data) if b is g or (b is a and b is not None) else b)
+        if b is g or (b is a and b is not None):
+            b = wrap(b._data)
+        if a is g:
+            a = _new(Tensor)  # wrap(g._data), inline
+            a._data = g._data
+            a._requires_grad = False
+            a._grad_fn = None
+        return (a, b)
     out = list(outputs)
     for i in range(len(out)):
         o = out[i]

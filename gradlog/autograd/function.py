@@ -25,22 +25,28 @@ from .tensor import Tensor, VersionCounter, wrap
 __all__ = ["Function", "Op", "Node", "AccumulateGrad", "FunctionCtx"]
 
 _seq = itertools.count()
+_ndarray = np.ndarray  # a module global: numpy's module __getattr__ makes np.ndarray slow
 _OUTPUT = object()  # marks "the output" among saved tensors (saved without a reference cycle)
 _FREED = object()   # saved tensors were released after a backward without retain_graph
 
 
-def saved_entry(t: Tensor) -> tuple:
-    """A tensor saved for backward: ``(tensor, version when saved)``. (The output is saved as
-    ``(None, data, version counter, version, output_nr)`` to avoid a reference cycle.)"""
+def saved_entry(t: Tensor) -> Any:
+    """A tensor saved for backward: ``(tensor, version when saved)``, or the tensor alone when
+    it has no version counter yet (version 0; an in-place change creates one and moves past
+    0): one object less per saved tensor for the garbage collector to track. (The output is
+    saved as ``(None, data, version counter, version, output_nr)`` to avoid a reference
+    cycle.)"""
     vc = t._vc
-    return (t, vc.value if vc is not None else 0)
+    return t if vc is None else (t, vc.value)
 
 
 class Node:
     """A node of the backward graph (a ``grad_fn``); also the ``ctx`` of its Function.
 
     ``next_functions`` lists, per input, ``(node, output_nr)`` of the input's own node or
-    ``(None, 0)`` for inputs that need no gradient.
+    ``(None, 0)`` for inputs that need no gradient. Internally, ``_next`` holds per input
+    None, the node itself for output 0 (the common case), or ``(node, output_nr)``: one
+    object fewer per op for the garbage collector to track.
     """
 
     __slots__ = ("_next", "_seq", "_saved", "needs_input_grad", "__dict__", "__weakref__")
@@ -54,6 +60,7 @@ class Node:
     _trace: Any = None                # forward stack, recorded in anomaly mode
     _n_out = 1
     _plain = True  # False once any of the above is set: the engine then takes its slow path
+    _ctx_in_slots = False  # True for ops that keep everything on ctx in ``ctx_fields`` slots
 
     def name(self) -> str:
         return type(self).__name__
@@ -63,7 +70,8 @@ class Node:
 
     @property
     def next_functions(self) -> tuple:
-        return tuple(e if e is not None else (None, 0) for e in self._next)
+        return tuple((None, 0) if e is None else e if e.__class__ is tuple else (e, 0)
+                     for e in self._next)
 
     @property
     def metadata(self) -> dict:
@@ -90,6 +98,11 @@ class Node:
         for s in saved:  # the common case inline: a tensor whose version is unchanged
             if s is None:  # an input whose gradient was not needed (see Mul)
                 out.append(None)
+            elif s.__class__ is Tensor:  # saved at version 0 (see saved_entry)
+                vc = s._vc
+                if vc is not None and vc.value:
+                    self._version_error(s._data, vc.value, 0, s._output_nr, s._grad_fn)
+                out.append(s)
             elif s.__class__ is tuple and s[0] is not None:
                 t = s[0]
                 vc = t._vc
@@ -101,6 +114,11 @@ class Node:
         return tuple(out)
 
     def _unpack(self, s: Any) -> Any:
+        if isinstance(s, Tensor):  # saved at version 0 (see saved_entry)
+            vc = s._vc
+            if vc is not None and vc.value:
+                self._version_error(s._data, vc.value, 0, s._output_nr, s._grad_fn)
+            return s
         if type(s) is not tuple:
             return s
         t = s[0]
@@ -241,6 +259,16 @@ class AccumulateGrad(Node):
         self.variable = variable
 
 
+def next_entry(t: Tensor) -> Any:
+    """The ``_next`` entry of an input that requires grad: its node, or ``(node, output_nr)``
+    for an output other than the first (see Node)."""
+    fn = t._grad_fn
+    if fn is None:
+        return t._grad_acc or _accumulator(t)
+    nr = t._output_nr
+    return fn if nr == 0 else (fn, nr)
+
+
 def edge_of(t: Tensor) -> tuple:
     """The graph edge a tensor that requires grad feeds: its grad_fn or its leaf sink."""
     fn = t._grad_fn
@@ -293,6 +321,7 @@ class FunctionMeta(type):
         # ``ctx_fields``: names an op stores on ctx; slots are cheaper than the node's __dict__
         fields = tuple(getattr(cls, "ctx_fields", ()))
         cls._node_cls = type(node_name, (base,), {"__slots__": fields, "_fn": cls,
+                                                  "_ctx_in_slots": bool(fields),
                                                   "__module__": cls.__module__})
 
 
@@ -351,10 +380,11 @@ class Op(Function):
                     if a._requires_grad:
                         requires = True
                         fn = a._grad_fn
-                        if fn is not None:
-                            nexts.append((fn, a._output_nr))
-                        else:
-                            nexts.append((a._grad_acc or _accumulator(a), 0))
+                        if fn is None:
+                            nexts.append(a._grad_acc or _accumulator(a))
+                        else:  # (see next_entry)
+                            nr = a._output_nr
+                            nexts.append(fn if nr == 0 else (fn, nr))
                         needs.append(True)
                         continue
                 else:
@@ -372,7 +402,7 @@ class Op(Function):
             else:
                 n = len(args)
                 out = cls.forward(_NO_CTX[n] if n < 32 else _NoGradCtx(n), *arrays)
-            if out.__class__ is not np.ndarray:
+            if out.__class__ is not _ndarray:
                 out = np.asarray(out)
             t = _new(Tensor)
             t._data = out
@@ -402,23 +432,28 @@ class Op(Function):
         na = a._requires_grad
         nb = b._requires_grad
         node = _new(cls._node_cls)
-        node._next = (((a._grad_fn, a._output_nr) if a._grad_fn is not None else
-                       (a._grad_acc or _accumulator(a), 0)) if na else None,
-                      ((b._grad_fn, b._output_nr) if b._grad_fn is not None else
-                       (b._grad_acc or _accumulator(b), 0)) if nb else None)
+        fa = a._grad_fn  # next_entry(a) and next_entry(b), inline
+        fb = b._grad_fn
+        node._next = (((a._grad_acc or _accumulator(a)) if fa is None else
+                       fa if a._output_nr == 0 else (fa, a._output_nr)) if na else None,
+                      ((b._grad_acc or _accumulator(b)) if fb is None else
+                       fb if b._output_nr == 0 else (fb, b._output_nr)) if nb else None)
         node._seq = next(_seq)
         node._saved = None
-        node.needs_input_grad = (na, nb)
+        node.needs_input_grad = _NEEDS[na + 2 * nb]  # shared tuples: no allocation
         if anomaly.state.enabled:
             node._trace = traceback.extract_stack()[:-2]
             node._plain = False
         return _output_of(cls, node, cls.forward(node, a._data, b._data), (a, b))
 
 
+_NEEDS = ((False, False), (True, False), (False, True), (True, True))
+
+
 def _output_of(cls: type, node: Node, out: Any, args: tuple) -> Tensor:
     """The output tensor of a recorded op, with the node's saved values resolved: an input's
     array saves that input, the output's array the output, anything else a constant."""
-    if out.__class__ is not np.ndarray:
+    if out.__class__ is not _ndarray:
         scalar, out = out, np.asarray(out)
         if node._saved is not None:  # numpy returns 0-d results as scalars: a saved
             # scalar that is the result must be saved as the output, not as a constant
@@ -439,13 +474,13 @@ def _output_of(cls: type, node: Node, out: Any, args: tuple) -> Tensor:
         for s in saved:
             if s is None:
                 entries.append(None)
-            elif s.__class__ is np.ndarray:
+            elif s.__class__ is _ndarray:
                 for a in args:  # an input's array saves that input tensor
                     if isinstance(a, Tensor) and a._data is s:
                         if a._inference:
                             _inference_saved_error()
                         vc = a._vc
-                        entries.append((a, vc.value if vc is not None else 0))
+                        entries.append(a if vc is None else (a, vc.value))  # saved_entry
                         break
                 else:
                     entries.append(_resolve_other(s, out, t))
@@ -479,7 +514,7 @@ def _resolve_other(s: Any, out: np.ndarray, t: Tensor) -> Any:
     if isinstance(s, Tensor):
         return saved_entry(s)
     if isinstance(s, np.ndarray):
-        return (wrap(s), 0)
+        return wrap(s)  # a constant: version 0 (see saved_entry)
     return s
 
 

@@ -22,6 +22,8 @@ from ._util import (
     unbroadcast,
 )
 
+_ndarray = np.ndarray  # a module global: numpy's module __getattr__ makes np.ndarray slow
+
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow",
            "neg", "negative", "rsub", "square", "reciprocal", "floor_divide", "remainder"]
 
@@ -35,9 +37,9 @@ def _broadcast_shapes(a: Any, b: Any, out: np.ndarray) -> tuple | None:
     tested on ints, without building shape tuples)."""
     n = out.size
     if n and a.size == n and a.ndim == out.ndim and (
-            b.__class__ is not np.ndarray or (b.size == n and b.ndim == out.ndim)):
+            b.__class__ is not _ndarray or (b.size == n and b.ndim == out.ndim)):
         return None
-    return (a.shape, b.shape if b.__class__ is np.ndarray else ())
+    return (a.shape, b.shape if b.__class__ is _ndarray else ())
 
 
 class Add(Op):
@@ -48,7 +50,7 @@ class Add(Op):
     @staticmethod
     def forward(ctx, a, b):
         out = a + b
-        ctx.shapes = None if b.__class__ is np.ndarray and a.shape == b.shape \
+        ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
             else _broadcast_shapes(a, b, out)
         return out
 
@@ -93,9 +95,10 @@ class Mul(Op):
     @staticmethod
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
-        ctx.save_for_backward(a if nb else None, b if na else None)  # only what is needed
+        ctx._saved = (a if nb else None, b if na else None)  # save_for_backward, inline:
+        # only what is needed (the hottest op)
         out = a * b
-        ctx.shapes = None if b.__class__ is np.ndarray and a.shape == b.shape \
+        ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
             else _broadcast_shapes(a, b, out)
         return out
 
@@ -450,39 +453,35 @@ def remainder(input: Any, other: Any) -> Tensor:
     return binary(RemainderTensor if isinstance(other, Tensor) else Remainder, input, other)
 
 
-def _same_dtype_binary(op: type, self: Tensor, other: Tensor) -> Tensor:
-    """``self op other`` for two tensors of one dtype, the common case: recorded by
-    ``Op.apply_binary``, or, when nothing is to be recorded (every op inside a backward pass),
-    computed at once by the op's ``compute``, without ``Op.apply``'s bookkeeping."""
-    try:
-        flags = _mode_flags()
-        if flags == GRAD and (self._requires_grad or other._requires_grad):
-            return op.apply_binary(self, other)
-        if self.__class__ is not Tensor:
-            return op.apply(self, other)
-        out = op.compute(self._data, other._data)
-        t = _new(Tensor)
-        t._data = out if out.__class__ is np.ndarray else np.asarray(out)  # 0-d results
-        t._requires_grad = False
-        t._grad_fn = None
-        if flags & INFERENCE:
-            t._inference = True
-        return t
-    except ValueError:
-        check_broadcast(self._data.shape, other._data.shape)
-        raise
+def _operator(op: type) -> Any:
+    """The method behind ``a + b`` or ``a * b``, with the common case inline: two tensors of
+    one dtype are recorded by ``Op.apply_binary`` or, when nothing is to be recorded (every
+    op inside a backward pass), computed at once by ``compute``, without ``Op.apply``'s
+    bookkeeping. (A closure: one Python call per operator, the hottest path of the engine.)"""
+    compute = op.compute
 
+    def method(self: Tensor, other: Any) -> Tensor:
+        if other.__class__ is not Tensor or self._data.dtype is not other._data.dtype:
+            return binary(op, self, other)  # numbers, mixed dtypes: PyTorch's promotion
+        try:
+            flags = _mode_flags()
+            if flags == GRAD and (self._requires_grad or other._requires_grad):
+                return op.apply_binary(self, other)
+            if self.__class__ is not Tensor:
+                return op.apply(self, other)
+            out = compute(self._data, other._data)
+            t = _new(Tensor)
+            t._data = out if out.__class__ is _ndarray else np.asarray(out)  # 0-d results
+            t._requires_grad = False
+            t._grad_fn = None
+            if flags & INFERENCE:
+                t._inference = True
+            return t
+        except ValueError:
+            check_broadcast(self._data.shape, other._data.shape)
+            raise
 
-def _add_method(self: Tensor, other: Any) -> Tensor:
-    if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
-        return _same_dtype_binary(Add, self, other)
-    return binary(Add, self, other)
-
-
-def _mul_method(self: Tensor, other: Any) -> Tensor:
-    if other.__class__ is Tensor and self._data.dtype is other._data.dtype:
-        return _same_dtype_binary(Mul, self, other)
-    return binary(Mul, self, other)
+    return method
 
 
 def _radd(self: Tensor, other: Any) -> Tensor:
@@ -494,9 +493,9 @@ def _rmul(self: Tensor, other: Any) -> Tensor:
 
 
 TENSOR_METHODS = {
-    "add": add, "__add__": _add_method, "__radd__": _radd,
+    "add": add, "__add__": _operator(Add), "__radd__": _radd,
     "sub": sub, "subtract": sub, "__sub__": sub, "__rsub__": lambda self, other: rsub(self, other),
-    "mul": mul, "multiply": mul, "__mul__": _mul_method, "__rmul__": _rmul,
+    "mul": mul, "multiply": mul, "__mul__": _operator(Mul), "__rmul__": _rmul,
     "div": div, "divide": div, "true_divide": div, "__truediv__": div, "__rtruediv__": rdiv,
     "__floordiv__": floor_divide, "floor_divide": floor_divide,
     "__rfloordiv__": lambda self, other: floor_divide(tensor_operand(other, self), self),

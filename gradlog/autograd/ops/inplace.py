@@ -69,7 +69,7 @@ def _compute(self: Tensor, graph: Any) -> Tensor:
                            f"broadcast shape {list(result._data.shape)}")
     node = result._grad_fn
     if node is not None and type(node._saved) is tuple:
-        if any(type(s) is tuple and s[0] is old for s in node._saved):
+        if any(s is old or (type(s) is tuple and s[0] is old) for s in node._saved):
             old._data = old._data.copy()  # the node needs the old value: keep it
     if result._data.dtype != self._data.dtype and not np.can_cast(
             result._data.dtype, self._data.dtype, "same_kind"):
