@@ -265,9 +265,10 @@ class _Pass:
                 if grads is not None:
                     if plain and node._plain and not anomaly_on:
                         # no hooks, no retain_grad, no anomaly mode: run the backward directly
-                        if node._saved is _FREED:
+                        saved = node._saved
+                        if saved is _FREED:
                             node.saved_tensors  # noqa: B018  (raises the "second time" error)
-                        outputs = node._fn.backward(node, *grads)
+                        outputs = node._backward(*grads)
                         if outputs.__class__ is not tuple:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
@@ -282,7 +283,7 @@ class _Pass:
                                     else _aliased(outputs, grads):
                                 outputs = _unalias(outputs, grads)
                         if release:
-                            if node._saved is not None:
+                            if saved is not None:
                                 node._saved = _FREED
                             # arrays kept on ctx: the node frees them (reading __dict__
                             # creates it, so ops whose ctx is all slots skip the test)

@@ -10,7 +10,7 @@ from .. import dtypes
 from ..function import Op, _new
 from ..grad_mode import GRAD, INFERENCE
 from ..grad_mode import mode as _mode_flags
-from ..tensor import Tensor
+from ..tensor import Tensor, wrap
 from ._util import (
     as_float,
     check_broadcast,
@@ -59,6 +59,8 @@ class Add(Op):
         na, nb = ctx.needs_input_grad
         shapes = ctx.shapes
         if shapes is None:
+            if na and not nb and not g._requires_grad:  # the engine would copy the
+                return wrap(g._data), None  # passed-through tensor (see engine._unalias)
             return (g if na else None, g if nb else None)
         sa, sb = shapes
         gs = g._data.shape
@@ -455,10 +457,11 @@ def remainder(input: Any, other: Any) -> Tensor:
 
 def _operator(op: type) -> Any:
     """The method behind ``a + b`` or ``a * b``, with the common case inline: two tensors of
-    one dtype are recorded by ``Op.apply_binary`` or, when nothing is to be recorded (every
+    one dtype are recorded by ``Op.binary_recorder`` or, when nothing is to be recorded (every
     op inside a backward pass), computed at once by ``compute``, without ``Op.apply``'s
     bookkeeping. (A closure: one Python call per operator, the hottest path of the engine.)"""
     compute = op.compute
+    record = op.binary_recorder()
 
     def method(self: Tensor, other: Any) -> Tensor:
         if other.__class__ is not Tensor or self._data.dtype is not other._data.dtype:
@@ -466,7 +469,7 @@ def _operator(op: type) -> Any:
         try:
             flags = _mode_flags()
             if flags == GRAD and (self._requires_grad or other._requires_grad):
-                return op.apply_binary(self, other)
+                return record(self, other)
             if self.__class__ is not Tensor:
                 return op.apply(self, other)
             out = compute(self._data, other._data)
