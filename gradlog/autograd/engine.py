@@ -236,8 +236,10 @@ class _Pass:
                 _add_to_buffer(buffers, node, nr, g, self.create_graph)
         heap: list = []
         tick = 0
-        for node, n in deps.items():
-            if n == 0:
+        queued = set()
+        for (node, _), _g in self.roots:  # only roots can have no dependencies
+            if deps.get(node) == 0 and node not in queued:
+                queued.add(node)
                 heap.append((-node._seq, tick, node))
                 tick += 1
         heapq.heapify(heap)
@@ -272,7 +274,7 @@ class _Pass:
                         if outputs.__class__ is not tuple:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
-                            _count_error(node, outputs)
+                            raise _count_error(node, outputs)
                         if not create_graph:  # (_aliased, with its common cases inline)
                             if len(outputs) == 2 and len(grads) == 1:
                                 a, b = outputs
@@ -379,7 +381,7 @@ class _Pass:
                 _warn_forward_trace(node)
             raise
         if len(outputs) != len(node._next):
-            _count_error(node, outputs)
+            raise _count_error(node, outputs)
         if anomaly.state.enabled and anomaly.state.check_nan:
             _check_anomaly(node, outputs)
         if node._post_hooks:
@@ -437,9 +439,9 @@ def _nones(n: int) -> tuple:
     return (None,) * n
 
 
-def _count_error(node: Node, outputs: tuple) -> None:
-    raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
-                       f"(expected {len(node._next)}, got {len(outputs)})")
+def _count_error(node: Node, outputs: tuple) -> RuntimeError:
+    return RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                        f"(expected {len(node._next)}, got {len(outputs)})")
 
 
 def _add_to_buffer(buffers: dict, node: Node, nr: int, g: Tensor, create_graph: bool) -> None:
