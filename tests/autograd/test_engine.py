@@ -249,3 +249,55 @@ def test_a_finished_graph_is_freed():
     del y
     gc.collect()
     assert node() is None
+
+
+def test_edges_name_the_output_of_a_multi_output_node():
+    class Halves(gl.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x[:2].clone(), x[2:].clone()
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            return gl.cat([g1, g2])
+
+    x = gl.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+    first, second = Halves.apply(x)
+    node = first.grad_fn
+    a, b = first * 2, second * 3
+    assert a.grad_fn.next_functions == ((node, 0), (None, 0))
+    assert b.grad_fn.next_functions == ((node, 1), (None, 0))
+    (a + b).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 3.0, 3.0]
+
+
+def test_a_passed_through_gradient_never_shares_memory_with_the_leaf():
+    # add passes its incoming gradient through unchanged; the leaf must not take the
+    # caller's array, or the next accumulation would change the caller's tensor
+    x = gl.tensor([1.0, 2.0], requires_grad=True)
+    c = gl.tensor([5.0, 5.0])
+    given = gl.tensor([1.0, 1.0])
+    (x + c).backward(given)
+    (x + c).backward(given)
+    assert given.tolist() == [1.0, 1.0]
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_a_backward_returning_the_wrong_number_of_gradients_is_an_error():
+    from gradlog.autograd.function import Op
+
+    class Twice(Op):  # a built-in-style op whose backward is wrong on purpose
+        node_name = "TwiceBackward0"
+
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2, g
+
+    x = gl.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"function TwiceBackward0 returned an incorrect "
+                       r"number of gradients \(expected 1, got 2\)"):
+        Twice.apply(x).sum().backward()

@@ -135,3 +135,26 @@ def test_inplace_op_that_needs_its_own_input_keeps_a_copy():
     y.mul_(y)
     y.backward()
     assert x.grad.item() == 6.0
+
+
+def test_a_saved_constant_modified_after_use_is_reported():
+    # c has no version counter when the product saves it: version 0 is implied
+    x = gl.tensor([1.0, 2.0], requires_grad=True)
+    c = gl.tensor([3.0, 4.0])
+    y = x * c
+    c.add_(1)
+    with pytest.raises(RuntimeError, match=MODIFIED + r": \[gradlog.FloatTensor \[2\]\], is at "
+                       r"version 1; expected version 0 instead."):
+        y.sum().backward()
+
+
+def test_a_constant_modified_before_use_is_saved_at_its_version():
+    x = gl.tensor([1.0, 2.0], requires_grad=True)
+    c = gl.tensor([3.0, 4.0])
+    c.add_(1)
+    y = x * c
+    y.sum().backward(retain_graph=True)
+    assert x.grad.tolist() == [4.0, 5.0]
+    c.mul_(2)
+    with pytest.raises(RuntimeError, match="is at version 2; expected version 1 instead"):
+        y.sum().backward()
