@@ -26,6 +26,7 @@ __all__ = ["Function", "Op", "Node", "AccumulateGrad", "FunctionCtx"]
 
 _seq = itertools.count()
 _ndarray = np.ndarray  # a module global: numpy's module __getattr__ makes np.ndarray slow
+_FLOAT32 = np.dtype(np.float32)
 _OUTPUT = object()  # marks "the output" among saved tensors (saved without a reference cycle)
 _FREED = object()   # saved tensors were released after a backward without retain_graph
 
@@ -425,7 +426,7 @@ class Op(Function):
             node._trace = traceback.extract_stack()[:-2]
             node._plain = False
         out = cls.forward(node, *arrays)
-        return _output_of(cls, node, out, args)
+        return _output_of(cls if cls.is_view else None, node, out, args)
 
     @classmethod
     def binary_recorder(cls) -> Any:
@@ -435,6 +436,7 @@ class Op(Function):
         return arrays)."""
         node_cls = cls._node_cls
         forward = cls.forward
+        view_op = cls if cls.is_view else None
 
         def record(a: Tensor, b: Tensor) -> Tensor:
             na = a._requires_grad
@@ -452,7 +454,7 @@ class Op(Function):
             if anomaly.state.enabled:
                 node._trace = traceback.extract_stack()[:-2]
                 node._plain = False
-            return _output_of(cls, node, forward(node, a._data, b._data), (a, b))
+            return _output_of(view_op, node, forward(node, a._data, b._data), (a, b))
 
         return record
 
@@ -460,9 +462,10 @@ class Op(Function):
 _NEEDS = ((False, False), (True, False), (False, True), (True, True))
 
 
-def _output_of(cls: type, node: Node, out: Any, args: tuple) -> Tensor:
+def _output_of(view_op: type | None, node: Node, out: Any, args: tuple) -> Tensor:
     """The output tensor of a recorded op, with the node's saved values resolved: an input's
-    array saves that input, the output's array the output, anything else a constant."""
+    array saves that input, the output's array the output, anything else a constant.
+    ``view_op``: the op when it is a view op (``is_view``), else None."""
     if out.__class__ is not _ndarray:
         scalar, out = out, np.asarray(out)
         if node._saved is not None:  # numpy returns 0-d results as scalars: a saved
@@ -470,14 +473,15 @@ def _output_of(cls: type, node: Node, out: Any, args: tuple) -> Tensor:
             node._saved = tuple(out if s is scalar else s for s in node._saved)
     t = _new(Tensor)
     t._data = out
-    if out.dtype.kind != "f":  # integer and bool results are not differentiable
-        t._requires_grad = False
+    dtype = out.dtype
+    if dtype is not _FLOAT32 and dtype.kind != "f":  # integer and bool results are not
+        t._requires_grad = False  # differentiable
         t._grad_fn = None
         return t
     t._requires_grad = True
     t._grad_fn = node
-    if cls.is_view:
-        _share_view(t, cls, args)
+    if view_op is not None:
+        _share_view(t, view_op, args)
     saved = node._saved
     if saved is not None:
         entries = []

@@ -10,7 +10,7 @@ from .. import dtypes
 from ..function import Op, _new
 from ..grad_mode import GRAD, INFERENCE
 from ..grad_mode import mode as _mode_flags
-from ..tensor import Tensor, wrap
+from ..tensor import Tensor
 from ._util import (
     as_float,
     check_broadcast,
@@ -60,7 +60,11 @@ class Add(Op):
         shapes = ctx.shapes
         if shapes is None:
             if na and not nb and not g._requires_grad:  # the engine would copy the
-                return wrap(g._data), None  # passed-through tensor (see engine._unalias)
+                t = _new(Tensor)  # passed-through tensor (see engine._unalias): wrap(g._data)
+                t._data = g._data
+                t._requires_grad = False
+                t._grad_fn = None
+                return t, None
             return (g if na else None, g if nb else None)
         sa, sb = shapes
         gs = g._data.shape
