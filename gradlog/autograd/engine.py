@@ -270,7 +270,8 @@ class _Pass:
                         saved = node._saved
                         if saved is _FREED:
                             node.saved_tensors  # noqa: B018  (raises the "second time" error)
-                        outputs = node._backward(*grads)
+                        outputs = node._backward(grads[0]) if len(grads) == 1 \
+                            else node._backward(*grads)
                         if outputs.__class__ is not tuple:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
