@@ -21,7 +21,7 @@ from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import anomaly
 from .function import _FREED, AccumulateGrad, Node, edge_of
 from .grad_mode import state as _mode
-from .tensor import Tensor, _new, wrap
+from .tensor import Tensor, wrap
 
 __all__ = ["backward", "grad", "register_backward_end_hook"]
 
@@ -276,14 +276,17 @@ class _Pass:
                             outputs = (outputs,)
                         if len(outputs) != len(node._next):
                             raise _count_error(node, outputs)
-                        if not create_graph:  # (_aliased, with its common cases inline)
-                            if len(outputs) == 2 and len(grads) == 1:
+                        if not create_graph:  # is a gradient passed through or returned
+                            n = len(outputs)  # twice? (see _unalias; the common cases inline)
+                            if n == 1:
+                                if outputs[0] is grads[0]:
+                                    outputs = _unalias(outputs, grads)
+                            elif n == 2 and len(grads) == 1:
                                 a, b = outputs
                                 g = grads[0]
                                 if a is g or b is g or (a is b and a is not None):
                                     outputs = _unalias(outputs, grads)
-                            elif outputs[0] is grads[0] if len(outputs) == 1 \
-                                    else _aliased(outputs, grads):
+                            else:
                                 outputs = _unalias(outputs, grads)
                         if release:
                             if saved is not None:
@@ -492,34 +495,10 @@ def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool, steal: bool = Fal
 _SOLE_OWNER = 3
 
 
-def _aliased(outputs: tuple, grads: list) -> bool:
-    """Whether a backward passed an incoming gradient through or returned one twice (the
-    common one- and two-output cases inline; longer ones are checked in full)."""
-    n = len(outputs)
-    if n == 1:
-        return outputs[0] is grads[0]
-    if n == 2 and len(grads) == 1:
-        a, b = outputs
-        g = grads[0]
-        return a is g or b is g or (a is b and a is not None)
-    return True
-
-
 def _unalias(outputs: tuple, grads: list) -> tuple:
     """Give gradients that a backward passed through unchanged, or returned twice, their own
     tensor objects: sharing then shows in the array's reference count, so a leaf never takes
     memory that another tensor still uses."""
-    if len(outputs) == 2 and len(grads) == 1:  # a binary op's backward, inline
-        a, b = outputs
-        g = grads[0]
-        if b is g or (b is a and b is not None):
-            b = wrap(b._data)
-        if a is g:
-            a = _new(Tensor)  # wrap(g._data), inline
-            a._data = g._data
-            a._requires_grad = False
-            a._grad_fn = None
-        return (a, b)
     out = list(outputs)
     for i in range(len(out)):
         o = out[i]

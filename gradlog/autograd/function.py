@@ -27,7 +27,6 @@ __all__ = ["Function", "Op", "Node", "AccumulateGrad", "FunctionCtx"]
 _seq = itertools.count()
 _ndarray = np.ndarray  # a module global: numpy's module __getattr__ makes np.ndarray slow
 _FLOAT32 = np.dtype(np.float32)
-_OUTPUT = object()  # marks "the output" among saved tensors (saved without a reference cycle)
 _FREED = object()   # saved tensors were released after a backward without retain_graph
 
 
@@ -99,7 +98,7 @@ class Node:
         for s in saved:  # the common case inline: a tensor whose version is unchanged
             if s is None:  # an input whose gradient was not needed (see Mul)
                 out.append(None)
-            elif s.__class__ is Tensor:  # saved at version 0 (see saved_entry)
+            elif isinstance(s, Tensor):  # saved at version 0 (see saved_entry)
                 vc = s._vc
                 if vc is not None and vc.value:
                     self._version_error(s._data, vc.value, 0, s._output_nr, s._grad_fn)
@@ -110,33 +109,24 @@ class Node:
                 if vc is not None and vc.value != s[1]:
                     self._version_error(t._data, vc.value, s[1], t._output_nr, t._grad_fn)
                 out.append(t)
+            elif s.__class__ is not tuple:  # a raw value, kept as it is
+                out.append(s)
             else:
-                out.append(self._unpack(s))
+                out.append(self._unpack_output(s))
         return tuple(out)
 
-    def _unpack(self, s: Any) -> Any:
-        if isinstance(s, Tensor):  # saved at version 0 (see saved_entry)
-            vc = s._vc
-            if vc is not None and vc.value:
-                self._version_error(s._data, vc.value, 0, s._output_nr, s._grad_fn)
-            return s
-        if type(s) is not tuple:
-            return s
-        t = s[0]
-        if t is None:  # the output: (None, data, version counter, version, output_nr)
-            _, data, vc, version, nr = s
-            if vc.value != version:
-                self._version_error(data, vc.value, version, nr)
-            t = wrap(data)
-            t._requires_grad = True
-            t._grad_fn = self
-            if nr:
-                t._output_nr = nr
-            t._vc = vc
-            return t
-        vc = t._vc
-        if vc is not None and vc.value != s[1]:
-            self._version_error(t._data, vc.value, s[1], t._output_nr, t._grad_fn)
+    def _unpack_output(self, s: tuple) -> Tensor:
+        """The saved output, ``(None, data, version counter, version, output_nr)``, as a
+        tensor of this node (saved without the tensor to avoid a reference cycle)."""
+        _, data, vc, version, nr = s
+        if vc.value != version:
+            self._version_error(data, vc.value, version, nr)
+        t = wrap(data)
+        t._requires_grad = True
+        t._grad_fn = self
+        if nr:
+            t._output_nr = nr
+        t._vc = vc
         return t
 
     def _version_error(self, data: np.ndarray, now: int, expected: int, nr: int,
@@ -271,14 +261,10 @@ def next_entry(t: Tensor) -> Any:
 
 
 def edge_of(t: Tensor) -> tuple:
-    """The graph edge a tensor that requires grad feeds: its grad_fn or its leaf sink."""
-    fn = t._grad_fn
-    if fn is not None:
-        return (fn, t._output_nr)
-    acc = t._grad_acc
-    if acc is None:
-        acc = t._grad_acc = AccumulateGrad(t)
-    return (acc, 0)
+    """The graph edge a tensor that requires grad feeds, ``(node, output_nr)``: its grad_fn
+    or its leaf sink."""
+    entry = next_entry(t)
+    return entry if entry.__class__ is tuple else (entry, 0)
 
 
 class _NoGradCtx:

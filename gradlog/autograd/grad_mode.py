@@ -26,28 +26,25 @@ mode = _MODE.get   # hot paths: ``mode() == GRAD`` means "record a graph"
 set_mode = _MODE.set
 
 
+def _flag(bit: int) -> property:
+    """A bool attribute for one bit of the mode."""
+
+    def get(self: Any) -> bool:
+        return bool(_MODE.get() & bit)
+
+    def put(self: Any, value: bool) -> None:
+        m = _MODE.get()
+        _MODE.set(m | bit if value else m & ~bit)
+
+    return property(get, put)
+
+
 class _State:
     """Attribute view of the mode for code off the hot path."""
 
     __slots__ = ()
-
-    @property
-    def grad_enabled(self) -> bool:
-        return bool(_MODE.get() & GRAD)
-
-    @grad_enabled.setter
-    def grad_enabled(self, value: bool) -> None:
-        m = _MODE.get()
-        _MODE.set(m | GRAD if value else m & ~GRAD)
-
-    @property
-    def inference(self) -> bool:
-        return bool(_MODE.get() & INFERENCE)
-
-    @inference.setter
-    def inference(self, value: bool) -> None:
-        m = _MODE.get()
-        _MODE.set(m | INFERENCE if value else m & ~INFERENCE)
+    grad_enabled = _flag(GRAD)
+    inference = _flag(INFERENCE)
 
 
 state = _State()

@@ -271,16 +271,37 @@ def test_edges_name_the_output_of_a_multi_output_node():
     assert x.grad.tolist() == [2.0, 2.0, 3.0, 3.0]
 
 
-def test_a_passed_through_gradient_never_shares_memory_with_the_leaf():
-    # add passes its incoming gradient through unchanged; the leaf must not take the
-    # caller's array, or the next accumulation would change the caller's tensor
+class _KeepsItsGradient(gl.autograd.Function):
+    """Identity whose backward keeps the gradient it returns, as a user's Function may."""
+
+    kept: list = []
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        out = g * 1
+        _KeepsItsGradient.kept.append(out)
+        return out
+
+
+@pytest.mark.parametrize("other_requires_grad", [False, True],
+                         ids=["passed-through", "returned-twice"])
+def test_a_leaf_never_takes_memory_another_tensor_holds(other_requires_grad):
+    # x + w passes the gradient through to x (w a constant) or returns that one tensor for x
+    # and w. A leaf may take a gradient's array instead of copying it only when nothing else
+    # holds it; had it taken the kept tensor's, the next accumulation would change that tensor
+    _KeepsItsGradient.kept.clear()
     x = gl.tensor([1.0, 2.0], requires_grad=True)
-    c = gl.tensor([5.0, 5.0])
-    given = gl.tensor([1.0, 1.0])
-    (x + c).backward(given)
-    (x + c).backward(given)
-    assert given.tolist() == [1.0, 1.0]
+    w = gl.tensor([5.0, 5.0], requires_grad=other_requires_grad)
+    _KeepsItsGradient.apply(x + w).sum().backward()
+    _KeepsItsGradient.apply(x + w).sum().backward()
+    assert [k.tolist() for k in _KeepsItsGradient.kept] == [[1.0, 1.0], [1.0, 1.0]]
     assert x.grad.tolist() == [2.0, 2.0]
+    if other_requires_grad:
+        assert w.grad.tolist() == [2.0, 2.0]
 
 
 def test_a_backward_returning_the_wrong_number_of_gradients_is_an_error():

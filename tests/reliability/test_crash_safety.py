@@ -244,12 +244,18 @@ def _check_resume(outcome: Outcome, reference: dict) -> None:
     assert not leftovers, f"temporary checkpoint files left behind: {leftovers}"
 
 
+def _stopped_as_planned(outcomes: dict, points: dict, name: str) -> tuple:
+    """The point, the outcome of the run stopped there (checked to have exited with the
+    point's code) and the uninterrupted reference run's values."""
+    point = points[name]
+    outcome = outcomes[name].result()
+    assert outcome.crashed.returncode == point.code, outcome.crashed.stderr
+    return point, outcome, outcomes["reference"].result()
+
+
 @pytest.mark.parametrize("name", KILL_POINTS)
 def test_sigkill_loses_nothing_flushed_and_resume_repeats_no_step(outcomes, name):
-    point = KILL_POINTS[name]
-    outcome = outcomes[name].result()
-    reference = outcomes["reference"].result()
-    assert outcome.crashed.returncode == point.code, outcome.crashed.stderr
+    point, outcome, reference = _stopped_as_planned(outcomes, KILL_POINTS, name)
     kills = [e for e in outcome.side_log if "kill" in e]
     assert len(kills) == 1, kills  # it died exactly where asked
     if point.plugin:
@@ -264,10 +270,7 @@ def test_sigkill_loses_nothing_flushed_and_resume_repeats_no_step(outcomes, name
 
 @pytest.mark.parametrize("name", SIGNAL_POINTS)
 def test_sigint_and_sigterm_checkpoint_flush_and_exit(outcomes, name):
-    point = SIGNAL_POINTS[name]
-    outcome = outcomes[name].result()
-    reference = outcomes["reference"].result()
-    assert outcome.crashed.returncode == point.code, outcome.crashed.stderr
+    point, outcome, reference = _stopped_as_planned(outcomes, SIGNAL_POINTS, name)
     assert "checkpoint saved" in outcome.crashed.stderr
     assert f"--resume {outcome.run_dir}" in outcome.crashed.stderr
     _check_files_read_cleanly(outcome.snapshot, may_tear=False)  # flushed and closed

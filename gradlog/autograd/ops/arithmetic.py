@@ -10,7 +10,7 @@ from .. import dtypes
 from ..function import Op, _new
 from ..grad_mode import GRAD, INFERENCE
 from ..grad_mode import mode as _mode_flags
-from ..tensor import Tensor
+from ..tensor import Tensor, wrap
 from ._util import (
     as_float,
     check_broadcast,
@@ -60,11 +60,7 @@ class Add(Op):
         shapes = ctx.shapes
         if shapes is None:
             if na and not nb and not g._requires_grad:  # the engine would copy the
-                t = _new(Tensor)  # passed-through tensor (see engine._unalias): wrap(g._data)
-                t._data = g._data
-                t._requires_grad = False
-                t._grad_fn = None
-                return t, None
+                return wrap(g._data), None  # passed-through tensor (see engine._unalias)
             return (g if na else None, g if nb else None)
         sa, sb = shapes
         gs = g._data.shape
@@ -344,7 +340,6 @@ true_divide = divide = div
 
 
 def _rounded_div(a: Tensor, b: Any, mode: str) -> Tensor:
-    from ..tensor import wrap
     bd = b._data if isinstance(b, Tensor) else b
     if mode == "floor":
         out = np.floor_divide(a._data, bd) if a._data.dtype.kind != "f" else np.floor(a._data / bd)
