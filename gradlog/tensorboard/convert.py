@@ -1,9 +1,11 @@
 """Values and tags in: the two conversions every ``add_*`` method shares.
 
 Values may be gradlog tensors, PyTorch tensors, numpy arrays or Python numbers. Tensors are
-recognized by duck typing (``detach()`` and ``numpy()``) so this package never imports the
-autograd engine; anything else goes through ``np.asarray`` (gradlog tensors also implement
-``__array__``).
+recognized by duck typing (``detach()`` and ``numpy()``) so this package imports neither the
+autograd engine nor torch; anything else goes through ``np.asarray`` (gradlog tensors also
+implement ``__array__``). A PyTorch tensor may be on any device, require grad, and have any
+dtype: those numpy lacks (bfloat16, the float8 types, complex32) are converted exactly to
+float32 (complex64), where PyTorch goes through float16, which overflows bfloat16's range.
 
 Tags are restricted to ``[A-Za-z0-9_./-]``: other characters are replaced by ``_`` and a warning
 naming the tag is issued once per tag. The result is cached, so a tag costs one dict lookup.
@@ -29,10 +31,17 @@ def to_numpy(value) -> np.ndarray:
         return value
     if hasattr(value, "detach") and hasattr(value, "numpy"):
         value = value.detach()
-        if hasattr(value, "cpu"):
-            value = value.cpu()
+        if hasattr(value, "cpu"):  # a PyTorch tensor
+            return _torch_to_numpy(value.cpu())
         return np.asarray(value.numpy())
     return np.asarray(value)
+
+
+def _torch_to_numpy(tensor) -> np.ndarray:
+    try:
+        return tensor.numpy(force=True)  # also resolves the conjugate and negative bits
+    except TypeError:  # "Got unsupported ScalarType BFloat16": a dtype numpy does not have
+        return (tensor.cfloat() if tensor.is_complex() else tensor.float()).numpy(force=True)
 
 
 def to_float(value) -> float:

@@ -151,6 +151,16 @@ def _data_edges(data: _Sorted, bins) -> np.ndarray:
     return np.linspace(low, high, max(1, min(count, _MAX_ESTIMATED_BINS)) + 1)
 
 
+def _subsampled(edges: np.ndarray, max_bins: int | None) -> np.ndarray:
+    """PyTorch's ``max_bins`` rule, applied to all the bins before the empty ones are trimmed:
+    with ``k = bins // max_bins``, every k neighbouring bins become one (the last group may be
+    short), so there may be up to ``2 * max_bins - 1`` of them, as in PyTorch."""
+    bins = len(edges) - 1
+    if max_bins is None or bins <= max_bins:
+        return edges
+    return np.append(edges[:-1:bins // int(max_bins)], edges[-1])
+
+
 def _merge(limits: np.ndarray, counts: np.ndarray, starts: np.ndarray):
     """Merge buckets into groups beginning at ``starts`` (sorted, starting with 0)."""
     ends = np.append(starts[1:], len(counts)) - 1
@@ -187,7 +197,8 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
         bins: ``"tensorflow"`` (PyTorch's default edges), a numpy estimator name (``"auto"``,
             ``"fd"``, ...), a number of equal-width bins, or a sequence of increasing edges.
             Values outside explicit edges go to the first or last bucket.
-        max_bins: merge neighbouring buckets so there are at most this many.
+        max_bins: merge every ``len(bins) // max_bins`` neighbouring bins into one when there
+            are more than ``max_bins`` (PyTorch's rule: the result may have more).
 
     Returns:
         ``(proto, nonfinite)``; ``proto`` is None when no value is finite.
@@ -195,7 +206,11 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
     array = np.asarray(values)
     if array.size == 0:
         raise ValueError("cannot make a histogram of an empty tensor")
+    if max_bins is not None and int(max_bins) < 1:
+        raise ValueError(f"max_bins must be at least 1, got {max_bins}")
     edges = _fixed_edges(bins)
+    if edges is not None:
+        edges = _subsampled(edges, max_bins)
     data = _Sorted(_as_float(array.ravel()), edges)
     if data.count == 0:
         return None, data.nonfinite
@@ -208,16 +223,13 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
         limits, counts = np.array([high]), np.array([data.count])
     else:
         if edges is None:
-            edges = _data_edges(data, bins)
+            edges = _subsampled(_data_edges(data, bins), max_bins)
         first = np.searchsorted(edges, low, side="right")  # edges[first:last] lie inside
         last = np.searchsorted(edges, high, side="left")
         inner = edges[first:last]
         below = data.below_cuts(inner) if data.below is None else data.below[first:last]
         limits = np.append(inner, high)
         counts = np.diff(np.concatenate(([0], below, [data.count])))
-        if max_bins is not None and len(counts) > max_bins:
-            group = -(-len(counts) // max(1, int(max_bins)))
-            limits, counts = _merge(limits, counts, np.arange(0, len(counts), group))
         limits, counts = _float32_distinct(low, limits, counts)
     proto = HistogramProto(min=low, max=high, num=data.count, sum=data.sum,
                            sum_squares=data.sum_squares, bucket_limit=limits.tolist(),

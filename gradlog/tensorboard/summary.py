@@ -82,19 +82,30 @@ def text(tag: str, text_string: str) -> Summary:
                                         metadata=metadata.create_summary_metadata(None, None))])
 
 
+def _checked_thresholds(num_thresholds) -> int:
+    if int(num_thresholds) < 1:
+        raise ValueError(f"num_thresholds must be at least 1, got {num_thresholds}")
+    return min(int(num_thresholds), 127)  # PyTorch's cap
+
+
 def pr_curve_raw(tag: str, true_positive_counts, false_positive_counts, true_negative_counts,
                  false_negative_counts, precision, recall, num_thresholds: int = 127
                  ) -> Summary:
-    """A precision-recall curve from precomputed counts (one entry per threshold)."""
+    """A precision-recall curve from precomputed counts: six rows of one entry per threshold.
+
+    As in PyTorch, the rows may be shorter than ``num_thresholds`` (TensorBoard draws the
+    entries given); ``num_thresholds`` is capped at 127.
+    """
     from tensorboard.plugins.pr_curve import metadata
 
-    num_thresholds = min(int(num_thresholds), 127)  # PyTorch's cap
-    data = np.stack([np.asarray(x, dtype=np.float32).ravel() for x in (
+    num_thresholds = _checked_thresholds(num_thresholds)
+    rows = [np.asarray(x, dtype=np.float32).ravel() for x in (
         true_positive_counts, false_positive_counts, true_negative_counts,
-        false_negative_counts, precision, recall)])
-    if data.shape[1] != num_thresholds:
-        raise ValueError(f"pr_curve_raw: {data.shape[1]} values per row, expected "
-                         f"num_thresholds={num_thresholds}")
+        false_negative_counts, precision, recall)]
+    if len({row.size for row in rows}) != 1:
+        raise ValueError(f"pr_curve_raw: the six rows differ in length "
+                         f"({', '.join(str(row.size) for row in rows)})")
+    data = np.stack(rows)
     smd = metadata.create_summary_metadata(None, None, num_thresholds=num_thresholds)
     return Summary(value=[Summary.Value(tag=tag, metadata=smd, tensor=float_tensor(data))])
 
@@ -105,9 +116,7 @@ def pr_curve(tag: str, labels, predictions, num_thresholds: int = 127, weights=N
     ``labels`` are 0/1 (or bool), ``predictions`` probabilities in ``[0, 1]``; predictions
     outside that range (and NaN) are ignored, as in PyTorch.
     """
-    num_thresholds = min(int(num_thresholds), 127)
-    if num_thresholds < 2:
-        raise ValueError("num_thresholds must be at least 2")
+    num_thresholds = _checked_thresholds(num_thresholds)
     labels = np.asarray(labels, dtype=np.float64).ravel()
     predictions = np.asarray(predictions, dtype=np.float64).ravel()
     if labels.shape != predictions.shape:

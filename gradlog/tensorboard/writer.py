@@ -1,11 +1,12 @@
 """``SummaryWriter``: the API of ``torch.utils.tensorboard.SummaryWriter`` over gradlog's event
 files. It owns the files, the step and the wall time; encoding is left to the pure builders.
 
-Differences from PyTorch (all deliberate): histograms never fail on NaN/Inf (they are counted
-into ``<tag>/nonfinite``) and have no empty, zero-width or inverted buckets; tags outside
-``[A-Za-z0-9_./-]`` are cleaned with a warning; bool hparams are booleans; ``double_precision``
-scalars are written as float32 (TensorBoard's default loader drops doubles); event files are
-flushed at exit and on SIGINT/SIGTERM, and write errors are raised, naming the file.
+Differences from PyTorch (all deliberate, listed in the README): histograms never fail on
+NaN/Inf (they are counted into ``<tag>/nonfinite``) and have no empty, zero-width or inverted
+buckets; tags outside ``[A-Za-z0-9_./-]`` are cleaned with a warning; bool hparams are booleans;
+``double_precision`` scalars are written as float32 (TensorBoard's default loader drops doubles);
+bad input raises ``ValueError``/``TypeError`` where PyTorch raises ``AssertionError``; event files
+are flushed at exit and on SIGINT/SIGTERM, and write errors are raised, naming the file.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 
 from . import summary as _summary
 from .convert import clean_tag, to_float, to_numpy
-from .event_file import EventFileWriter
-from .histogram import histogram_proto
+from .file_writer import FileWriter
+from .histogram import histogram_proto, tensorflow_edges
 
 __all__ = ["SummaryWriter"]
 
@@ -54,24 +55,26 @@ class SummaryWriter:
         self.max_queue = max_queue
         self.flush_secs = flush_secs
         self.filename_suffix = filename_suffix
-        self._writer: EventFileWriter | None = None
-        self._runs: dict[str, EventFileWriter] = {}  # add_scalars' extra runs, by directory
+        # As in PyTorch: the run's FileWriter, and every open one by directory (the run's and
+        # add_scalars' extra runs); both None after close() until the next add_*.
+        self.file_writer: FileWriter | None = None
+        self.all_writers: dict[str, FileWriter] | None = None
+        self.default_bins: list[float] = tensorflow_edges().tolist()
         self._projector = None
         self._nonfinite_tags: set[str] = set()
         self._get_file_writer()
 
-    def _get_file_writer(self) -> EventFileWriter:
+    def _get_file_writer(self) -> FileWriter:
         # After close(), the next add_* starts a new file in the same directory, as in PyTorch.
-        if self._writer is None:
-            self._writer = EventFileWriter(self.log_dir, self.max_queue, self.flush_secs,
-                                           self.filename_suffix, purge_step=self.purge_step)
+        if self.all_writers is None or self.file_writer is None:
+            self.file_writer = FileWriter(self.log_dir, self.max_queue, self.flush_secs,
+                                          self.filename_suffix, purge_step=self.purge_step)
+            self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
             self.purge_step = None
-        return self._writer
+        return self.file_writer
 
     def _emit(self, summary: Summary, global_step, walltime, writer=None) -> None:
-        event = Event(wall_time=time.time() if walltime is None else float(walltime),
-                      step=0 if global_step is None else int(global_step), summary=summary)
-        (writer or self._get_file_writer()).write(event.SerializeToString())
+        (writer or self._get_file_writer()).add_summary(summary, global_step, walltime)
 
     def get_logdir(self) -> str:
         """The run directory."""
@@ -96,7 +99,7 @@ class SummaryWriter:
             scalar_value if type(scalar_value) is float else to_float(scalar_value),
             0 if global_step is None else int(global_step),
             time.time() if walltime is None else float(walltime))
-        (self._writer or self._get_file_writer()).write(payload)
+        (self.file_writer or self._get_file_writer()).event_writer.write(payload)
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None,
                     walltime=None) -> None:
@@ -104,15 +107,22 @@ class SummaryWriter:
         whose scalar is tagged ``main_tag`` (PyTorch's layout)."""
         walltime = time.time() if walltime is None else walltime
         main = clean_tag(main_tag)
-        base = self._get_file_writer().log_dir
+        base = self._get_file_writer().get_logdir()
         for key, value in tag_scalar_dict.items():
             run_dir = os.path.join(base, main.replace("/", "_") + "_" + clean_tag(key))
-            writer = self._runs.get(run_dir)
+            writer = self.all_writers.get(run_dir)
             if writer is None:
-                writer = EventFileWriter(run_dir, self.max_queue, self.flush_secs,
-                                         self.filename_suffix)
-                self._runs[run_dir] = writer
+                writer = FileWriter(run_dir, self.max_queue, self.flush_secs,
+                                    self.filename_suffix)
+                self.all_writers[run_dir] = writer
             self._emit(_summary.scalar(main, to_float(value)), global_step, walltime, writer)
+
+    def add_tensor(self, tag: str, tensor, global_step=None, walltime=None) -> None:
+        """Log a whole tensor with its dtype and shape (no dashboard shows it; read it back
+        with TensorBoard's loaders)."""
+        from .tensor import tensor_summary
+
+        self._emit(tensor_summary(clean_tag(tag), to_numpy(tensor)), global_step, walltime)
 
     def add_histogram(self, tag: str, values, global_step=None, bins="tensorflow",
                       walltime=None, max_bins: int | None = None) -> None:
@@ -170,6 +180,17 @@ class SummaryWriter:
         """Log a batch of images as one grid (8 per row): ``NCHW`` (default) or ``NHWC``..."""
         self.add_image(tag, img_tensor, global_step, walltime, dataformats)
 
+    def add_image_with_boxes(self, tag: str, img_tensor, box_tensor, global_step=None,
+                             walltime=None, rescale: float = 1, dataformats: str = "CHW",
+                             labels=None) -> None:
+        """Log an image with red boxes ``box_tensor`` (N, 4) of ``[x1, y1, x2, y2]`` pixels,
+        each with its string in ``labels``; the drawn image is scaled by ``rescale``."""
+        from .boxes import image_with_boxes_summary
+
+        summary = image_with_boxes_summary(clean_tag(tag), to_numpy(img_tensor),
+                                           to_numpy(box_tensor), rescale, dataformats, labels)
+        self._emit(summary, global_step, walltime)
+
     def add_figure(self, tag: str, figure, global_step=None, close: bool = True,
                    walltime=None) -> None:
         """Log a matplotlib figure (or a list of them, as a grid). Needs matplotlib."""
@@ -178,6 +199,23 @@ class SummaryWriter:
         chw = figure_to_chw(figure, close)
         self.add_image(tag, chw, global_step, walltime,
                        dataformats="NCHW" if isinstance(figure, list) else "CHW")
+
+    def add_video(self, tag: str, vid_tensor, global_step=None, fps: float = 4,
+                  walltime=None) -> None:
+        """Log ``(N, T, C, H, W)`` clips (C 1 or 3; uint8, or floats in [0, 1]) as one tiled
+        animated GIF, shown by the Images dashboard."""
+        from .video import video_summary
+
+        self._emit(video_summary(clean_tag(tag), to_numpy(vid_tensor), fps), global_step,
+                   walltime)
+
+    def add_audio(self, tag: str, snd_tensor, global_step=None, sample_rate: int = 44100,
+                  walltime=None) -> None:
+        """Log a mono clip, ``(L,)`` or ``(1, L)`` samples in [-1, 1], as a 16-bit WAV."""
+        from .audio import audio_summary
+
+        self._emit(audio_summary(clean_tag(tag), to_numpy(snd_tensor), sample_rate),
+                   global_step, walltime)
 
     def add_text(self, tag: str, text_string: str, global_step=None, walltime=None) -> None:
         """Log Markdown text; it appears under ``<tag>/text_summary`` (as in PyTorch)."""
@@ -217,6 +255,34 @@ class SummaryWriter:
         """Shorthand for one margin chart of ``[value, lower, upper]`` tags."""
         self.add_custom_scalars({category: {title: ["Margin", list(tags)]}})
 
+    def add_mesh(self, tag: str, vertices, colors=None, faces=None, config_dict=None,
+                 global_step=None, walltime=None) -> None:
+        """Log a 3D mesh or point cloud: ``(B, N, 3)`` vertices, optional ``(B, N, 3)`` RGB
+        colors (0-255) and ``(B, F, 3)`` triangle vertex indices; ``config_dict`` holds
+        three.js settings (camera, lights, material)."""
+        from .mesh import mesh_summary
+
+        arrays = [None if a is None else to_numpy(a) for a in (vertices, colors, faces)]
+        self._emit(mesh_summary(clean_tag(tag), *arrays, config_dict), global_step, walltime)
+
+    def add_graph(self, model, input_to_model=None, verbose: bool = False,
+                  use_strict_trace: bool = True) -> None:
+        """Log ``model``'s graph for the Graphs dashboard, from one forward pass (in eval mode)
+        on ``input_to_model`` (a tensor or a tuple of them): layers by name, operations and
+        shapes. A PyTorch module is traced by PyTorch (``use_strict_trace`` is its
+        ``strict``); ``verbose`` prints the graph."""
+        from .graph import graph
+
+        self._get_file_writer().add_graph(graph(model, input_to_model, verbose,
+                                                use_strict_trace))
+
+    def add_onnx_graph(self, prototxt) -> None:
+        """Log the graph of the ONNX model file ``prototxt`` (the path; read without the onnx
+        package)."""
+        from .onnx_graph import load_onnx_graph
+
+        self._get_file_writer().add_onnx_graph(load_onnx_graph(prototxt))
+
     def add_hparams(self, hparam_dict: dict, metric_dict: dict, hparam_domain_discrete=None,
                     run_name: str | None = None, global_step=None) -> None:
         """Log one trial's hyperparameters and metrics for the hparams dashboard.
@@ -229,8 +295,9 @@ class SummaryWriter:
         from .hparams import hparams_summaries
 
         summaries = hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
-        run_dir = os.path.join(self._get_file_writer().log_dir, run_name or str(time.time()))
-        trial = EventFileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix)
+        run_dir = os.path.join(self._get_file_writer().get_logdir(),
+                               run_name or str(time.time()))
+        trial = FileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix)
         try:
             for summary in summaries:
                 self._emit(summary, global_step, None, trial)
@@ -250,19 +317,19 @@ class SummaryWriter:
 
         if self._projector is None:
             self._projector = ProjectorConfig()
-        add_embedding(self._get_file_writer().log_dir, self._projector, to_numpy(mat), metadata,
-                      None if label_img is None else to_numpy(label_img), global_step, tag,
-                      metadata_header)
+        add_embedding(self._get_file_writer().get_logdir(), self._projector, to_numpy(mat),
+                      metadata, None if label_img is None else to_numpy(label_img), global_step,
+                      tag, metadata_header)
 
     def flush(self) -> None:
         """Write every pending event to disk."""
-        for writer in self._all_writers():
+        for writer in list((self.all_writers or {}).values()):
             writer.flush()
 
     def close(self) -> None:
         """Flush and close every file. Idempotent; a later ``add_*`` starts a new file."""
-        writers, error = self._all_writers(), None
-        self._writer, self._runs = None, {}
+        writers, error = list((self.all_writers or {}).values()), None
+        self.file_writer = self.all_writers = None
         for writer in writers:
             try:
                 writer.close()
@@ -271,11 +338,8 @@ class SummaryWriter:
         if error is not None:
             raise error
 
-    def _all_writers(self) -> list[EventFileWriter]:
-        return ([self._writer] if self._writer is not None else []) + list(self._runs.values())
-
     def __enter__(self) -> SummaryWriter:
         return self
 
-    def __exit__(self, exc_type, exc_value, traceback) -> None:
+    def __exit__(self, exc_type, exc_val, exc_tb) -> None:
         self.close()

@@ -231,7 +231,7 @@ def test_a_real_kernel_write_error_is_raised_with_the_path(tmp_path):
             writer.flush()
         except OSError as error:
             print(error.errno, error.filename)
-            writer._writer._pending.clear()  # let the process exit quietly
+            writer.file_writer.event_writer._pending.clear()  # let the process exit quietly
     """, str(tmp_path / "run"))
     code, filename = result.stdout.split()
     assert int(code) == errno.EFBIG and "tfevents" in filename

@@ -99,8 +99,8 @@ def test_any_input_gives_a_displayable_histogram_and_counts_the_rest(values, bin
         assert proto is None
         return
     assert_displayable(proto, finite)
-    if max_bins is not None:
-        assert len(proto.bucket) <= max_bins
+    if max_bins is not None:  # PyTorch's rule gives up to 2 * max_bins - 1 bins, and values
+        assert len(proto.bucket) <= 2 * max_bins + 1  # outside explicit edges two more
 
 
 @given(hnp.arrays(np.float64, st.integers(2, 200), elements=st.floats(-1e30, 1e30)))
@@ -154,3 +154,23 @@ def test_bad_input_is_rejected():
         histogram_proto(np.array([1j]))
     with pytest.raises(ValueError, match="monotonically"):
         histogram_proto(np.arange(5.0), bins=[1.0, 0.0])
+
+
+@pytest.mark.parametrize("bins, max_bins", [("doane", 5), ("doane", 3), (30, 7), (10, 5),
+                                            ("auto", 4), ("sturges", 2), (12, 12)])
+def test_max_bins_merges_as_pytorch_does(bins, max_bins):
+    summary = pytest.importorskip("torch.utils.tensorboard.summary")
+    values = np.arange(1024.0)
+    proto, _ = histogram_proto(values, bins=bins, max_bins=max_bins)
+    theirs = summary.make_histogram(values, bins, max_bins)
+    assert theirs.bucket[0] == 0  # PyTorch's empty first bucket carries the left edge
+    assert list(proto.bucket) == list(theirs.bucket[1:])
+    assert list(proto.bucket_limit) == list(theirs.bucket_limit[1:])
+    assert (proto.min, proto.max) == (theirs.bucket_limit[0], theirs.bucket_limit[-1])
+    if (bins, max_bins) == ("doane", 5):
+        assert len(proto.bucket) == 6  # 11 bins // 5 = groups of 2
+
+
+def test_max_bins_must_be_positive():
+    with pytest.raises(ValueError, match="max_bins must be at least 1, got 0"):
+        histogram_proto(np.arange(3.0), max_bins=0)

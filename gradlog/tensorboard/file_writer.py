@@ -1,0 +1,71 @@
+"""``FileWriter``: PyTorch's object for one run directory's event file (``SummaryWriter``'s
+``file_writer`` and the values of its ``all_writers``), over gradlog's :class:`EventFileWriter`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from tensorboard.compat.proto.event_pb2 import Event, TaggedRunMetadata
+
+from .event_file import EventFileWriter
+
+__all__ = ["FileWriter"]
+
+
+class FileWriter:
+    """Writes ``Event`` and ``Summary`` protos to a new event file in ``log_dir``.
+
+    Args:
+        log_dir: the run directory; created if needed.
+        max_queue: flush once this many events are pending.
+        flush_secs: flush pending events at least this often.
+        filename_suffix: appended to the event file's name.
+        purge_step: hide an earlier session's events at steps ``>= purge_step``.
+    """
+
+    def __init__(self, log_dir, max_queue: int = 10, flush_secs: float = 120,
+                 filename_suffix: str = "", *, purge_step: int | None = None) -> None:
+        self._settings = (os.fspath(log_dir), max_queue, flush_secs, filename_suffix)
+        self.event_writer = EventFileWriter(*self._settings, purge_step=purge_step)
+
+    def get_logdir(self) -> str:
+        """The directory the event file is in."""
+        return self.event_writer.log_dir
+
+    def add_event(self, event: Event, step=None, walltime=None) -> None:
+        """Queue ``event``, setting its wall time (default now) and, if given, its step."""
+        event.wall_time = time.time() if walltime is None else float(walltime)
+        if step is not None:
+            event.step = int(step)
+        self.event_writer.write(event.SerializeToString())
+
+    def add_summary(self, summary, global_step=None, walltime=None) -> None:
+        """Queue ``summary`` in an ``Event`` at ``global_step`` (0 when None)."""
+        self.add_event(Event(summary=summary), global_step, walltime)
+
+    def add_graph(self, graph_profile, walltime=None) -> None:
+        """Queue a ``(GraphDef, RunMetadata)`` pair: the graph and its run metadata."""
+        graph, stepstats = graph_profile
+        self.add_event(Event(graph_def=graph.SerializeToString()), None, walltime)
+        metadata = TaggedRunMetadata(tag="step1", run_metadata=stepstats.SerializeToString())
+        self.add_event(Event(tagged_run_metadata=metadata), None, walltime)
+
+    def add_onnx_graph(self, graph, walltime=None) -> None:
+        """Queue a ``GraphDef``."""
+        self.add_event(Event(graph_def=graph.SerializeToString()), None, walltime)
+
+    def flush(self) -> None:
+        """Write every pending event to the file."""
+        self.event_writer.flush()
+
+    def close(self) -> None:
+        """Flush and close the file (idempotent)."""
+        self.event_writer.close()
+
+    def reopen(self) -> None:
+        """After :meth:`close`, continue in a new event file in the same directory (no-op
+        while open)."""
+        if self.event_writer.closed:
+            self.event_writer = EventFileWriter(*self._settings)
