@@ -70,7 +70,8 @@ def _tensors(value) -> list:
 
 
 def _edge(tensor):
-    """``(node, output_nr)`` of a non-leaf tensor, else None."""
+    """``(node, output_nr)`` of a non-leaf tensor, else None. (A tensor without PyTorch's
+    ``output_nr`` is taken for its node's first output.)"""
     node = tensor.grad_fn
     return None if node is None else (node, getattr(tensor, "output_nr", 0))
 
@@ -115,7 +116,7 @@ class _Pass:
         for tensor in tensors:
             edge = _edge(tensor)
             if edge is not None:
-                self.shapes[id(edge[0]), edge[1]] = tuple(tensor.shape)
+                self.shapes.setdefault((id(edge[0]), edge[1]), tuple(tensor.shape))
 
 
 def _forward_order(roots: list) -> list:
