@@ -177,61 +177,76 @@ class _Names:
         return candidate
 
 
-def _module_graph(model, args: tuple) -> list[NodeDef]:
-    run = _Pass(model, args)
-    roots = [edge[0] for edge in map(_edge, run.outputs) if edge is not None]
-    if not roots and any(p.requires_grad for _, p in model.named_parameters()):
-        raise RuntimeError("add_graph builds the graph from autograd, but the forward pass "
-                           "recorded nothing: call it with grad mode enabled (not inside "
-                           "no_grad() or inference_mode())")
-    order = _forward_order(roots)
-    for node in order:
-        try:
-            saved = node.saved_tensors
-        except (RuntimeError, AttributeError, TypeError):
-            continue
-        run._note_shapes([t for t in saved if _is_tensor(t)])
-    names, scopes = _Names(model), _scopes(model, run.calls)
-    params = {id(p): name for name, p in model.named_parameters()}
-    inputs = {id(t): i for i, t in enumerate(_tensors(args))}
-    nodes, node_names = [], {}
-    for i, tensor in enumerate(_tensors(args)):
-        nodes.append(NodeDef(name=names.unique(f"input/input.{i + 1}"), op="IO Node",
-                             attr=_shape_attr([tensor.shape])))
-        node_names[id(tensor)] = nodes[-1].name
-    body = []
-    for node in order:
-        variable = getattr(node, "variable", None)
-        if variable is not None:
-            if id(variable) in inputs:
-                node_names[id(node)] = node_names[id(variable)]
+class _Builder:
+    """The GraphDef nodes of one pass: inputs, outputs, then parameters and ops in forward
+    order, each op in the scope of the innermost module call that computed it."""
+
+    def __init__(self, model, args: tuple) -> None:
+        self.run = _Pass(model, args)
+        roots = [edge[0] for edge in map(_edge, self.run.outputs) if edge is not None]
+        if not roots and any(p.requires_grad for _, p in model.named_parameters()):
+            raise RuntimeError("add_graph builds the graph from autograd, but the forward "
+                               "pass recorded nothing: call it with grad mode enabled (not "
+                               "inside no_grad() or inference_mode())")
+        self.order = _forward_order(roots)
+        for node in self.order:  # more shapes: the tensors each op saved for backward
+            try:
+                saved = node.saved_tensors
+            except (RuntimeError, AttributeError, TypeError):
                 continue
-            dotted = params.get(id(variable))
-            if dotted is None:
-                name, op = names.unique(f"{names.root}/tensor"), "Tensor"
+            self.run._note_shapes([t for t in saved if _is_tensor(t)])
+        self.names, self.scopes = _Names(model), _scopes(model, self.run.calls)
+        self.params = {id(p): name for name, p in model.named_parameters()}
+        self.inputs = _tensors(args)
+        self.node_names: dict[int, str] = {}  # node (or input tensor) id -> its name
+
+    def nodes(self) -> list[NodeDef]:
+        inputs = [self._input(i, tensor) for i, tensor in enumerate(self.inputs)]
+        body = [node for node in map(self._node, self.order) if node is not None]
+        outputs = [self._output(i, tensor) for i, tensor in enumerate(self.run.outputs)]
+        return inputs + outputs + body
+
+    def _input(self, index: int, tensor) -> NodeDef:
+        name = self.names.unique(f"input/input.{index + 1}")
+        self.node_names[id(tensor)] = name
+        return NodeDef(name=name, op="IO Node", attr=_shape_attr([tensor.shape]))
+
+    def _node(self, node) -> NodeDef | None:
+        variable = getattr(node, "variable", None)
+        if variable is not None and id(variable) in self.node_names:  # a model input
+            self.node_names[id(node)] = self.node_names[id(variable)]
+            return None
+        if variable is not None:
+            dotted = self.params.get(id(variable))
+            if dotted is None:  # a leaf that requires grad but is no parameter
+                name, op = self.names.unique(f"{self.names.root}/tensor"), "Tensor"
             else:
                 module, _, attr = dotted.rpartition(".")
-                name, op = names.unique(f"{names.scope(module)}/{attr}"), "Parameter"
-            body.append(NodeDef(name=name, op=op, attr=_shape_attr([variable.shape])))
-        else:
-            label = _BACKWARD_SUFFIX.sub("", node.name()) or node.name()
-            name = names.unique(f"{names.scope(scopes.get(id(node), ''))}/{label}")
-            edges = [node_names[id(parent)] + (f":{nr}" if nr else "")
-                     for parent, nr in node.next_functions if parent is not None]
-            shapes = []
-            while (id(node), len(shapes)) in run.shapes:
-                shapes.append(run.shapes[id(node), len(shapes)])
-            body.append(NodeDef(name=name, op=node.name(), input=edges,
-                                attr=_shape_attr(shapes) if shapes else {}))
-        node_names[id(node)] = body[-1].name
-    for i, tensor in enumerate(run.outputs):
+                name, op = self.names.unique(f"{self.names.scope(module)}/{attr}"), "Parameter"
+            self.node_names[id(node)] = name
+            return NodeDef(name=name, op=op, attr=_shape_attr([variable.shape]))
+        label = _BACKWARD_SUFFIX.sub("", node.name()) or node.name()
+        name = self.names.unique(f"{self.names.scope(self.scopes.get(id(node), ''))}/{label}")
+        self.node_names[id(node)] = name
+        edges = [self._source(parent, nr) for parent, nr in node.next_functions
+                 if parent is not None]
+        shapes, known = [], self.run.shapes
+        while (id(node), len(shapes)) in known:
+            shapes.append(known[id(node), len(shapes)])
+        return NodeDef(name=name, op=node.name(), input=edges,
+                       attr=_shape_attr(shapes) if shapes else {})
+
+    def _source(self, node, output_nr: int) -> str:
+        return self.node_names[id(node)] + (f":{output_nr}" if output_nr else "")
+
+    def _output(self, index: int, tensor) -> NodeDef:
         edge = _edge(tensor)
-        source = node_names.get(id(edge[0]) if edge else id(tensor))
-        source = source and source + (f":{edge[1]}" if edge and edge[1] else "")
-        nodes.append(NodeDef(name=names.unique(f"output/output.{i + 1}"), op="IO Node",
-                             input=[source] if source else [],
-                             attr=_shape_attr([tensor.shape])))
-    return nodes + body
+        if edge is not None:
+            sources = [self._source(*edge)]
+        else:
+            sources = [self.node_names[id(tensor)]] if id(tensor) in self.node_names else []
+        return NodeDef(name=self.names.unique(f"output/output.{index + 1}"), op="IO Node",
+                       input=sources, attr=_shape_attr([tensor.shape]))
 
 
 def graph(model, input_to_model=None, verbose: bool = False, use_strict_trace: bool = True):
@@ -255,7 +270,7 @@ def graph(model, input_to_model=None, verbose: bool = False, use_strict_trace: b
     else:
         args = (input_to_model,)
     args = tuple(_as_leaf(a) for a in args)
-    nodes = _module_graph(model, args)
+    nodes = _Builder(model, args).nodes()
     if verbose:
         for node in nodes:
             shapes = [[d.size for d in s.dim] for s in node.attr["_output_shapes"].list.shape]

@@ -17,7 +17,6 @@ import time
 import warnings
 from datetime import datetime
 
-from tensorboard.compat.proto.event_pb2 import Event
 from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 
 from . import summary as _summary

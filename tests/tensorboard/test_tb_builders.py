@@ -2,14 +2,13 @@
 images with boxes, ONNX graphs. PyTorch's own builders are the oracle where it has them."""
 
 import io
-import sys
 import wave
 
 import numpy as np
 import pytest
 from PIL import Image, ImageSequence
-from tensorboard.plugins.mesh import plugin_data_pb2 as mesh_data
 from tb_helpers import run_python
+from tensorboard.plugins.mesh import plugin_data_pb2 as mesh_data
 from tensorboard.util import tensor_util
 
 from gradlog.tensorboard import audio, boxes, mesh, onnx_graph, tensor, video
@@ -165,7 +164,8 @@ def test_onnx_graph_is_pytorchs(tmp_path):
     assert ours == writer_module.load_onnx_graph(str(path))
     assert [(n.name, n.op) for n in ours.node][:4] == [("X", "Variable"), ("W", "Variable"),
                                                        ("Y", "Variable"), ("C", "Conv")]
-    assert ours.node[3].attr["parameters"].s == b"kernel_shape = [3, 3] = 7, pads = [1, 1, 1, 1] = 7"
+    assert ours.node[3].attr["parameters"].s == (b"kernel_shape = [3, 3] = 7, "
+                                                 b"pads = [1, 1, 1, 1] = 7")
 
 
 def test_onnx_graph_needs_no_onnx_package(tmp_path):

@@ -78,7 +78,8 @@ def test_nested_modules_functional_ops_and_two_outputs():
     graph_def, _ = graph(model, (gl.randn(3, 4),))
     nodes = by_name(graph_def)
     assert {"Block/Sequential[body]/Linear[0]/Addmm", "Block/Sequential[body]/Tanh[1]/Tanh",
-            "Block/ReLU[act]/Relu", "Block/ReLU[act]/Relu.1", "Block/Add", "Block/Mul"} <= set(nodes)
+            "Block/ReLU[act]/Relu", "Block/ReLU[act]/Relu.1", "Block/Add",
+            "Block/Mul"} <= set(nodes)
     second = nodes["output/output.2"]
     assert second.input == ["Block/View"] and shapes(second) == [[6, 2]]
     assert shapes(nodes["Block/Add"]) == [[3, 4]]

@@ -10,10 +10,17 @@ import math
 
 import numpy as np
 import pytest
-from PIL import Image
+from google.protobuf import text_format
+from PIL import Image, ImageSequence
 from tb_helpers import TensorBoardServer
+from tensorboard.compat.proto.graph_pb2 import GraphDef
 
+import gradlog as gl
+from gradlog.examples.shapes import cnn
 from gradlog.tensorboard import SummaryWriter, summary
+from gradlog.tensorboard.audio import audio_summary
+from gradlog.tensorboard.boxes import image_with_boxes_summary
+from gradlog.tensorboard.graph import graph
 from gradlog.tensorboard.histogram import histogram_proto
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -29,6 +36,14 @@ POINTS = RNG.standard_normal((20, 4)).astype(np.float32)
 TEXT = "**bold** words\n\n| a | b |\n|---|---|\n| 1 | 2 |"
 TRIALS = {"trial0": ({"lr": 0.1, "bn": True, "opt": "adam"}, {"hparam/acc": 0.9}),
           "trial1": ({"lr": 0.01, "bn": False, "opt": "sgd"}, {"hparam/acc": 0.8})}
+MODEL, MODEL_INPUT = cnn(4), gl.randn(1, 1, 16, 16)
+SOUND = np.sin(np.linspace(0, 40, 1600)).astype(np.float32) * 0.7
+VERTICES = RNG.random((1, 4, 3)).astype(np.float32)
+FACES = np.array([[[0, 1, 2], [0, 2, 3]]])
+COLORS = RNG.integers(0, 256, (1, 4, 3))
+PALETTE = RNG.integers(0, 256, (6, 3), dtype=np.uint8)
+CLIPS = PALETTE[RNG.integers(0, 6, (2, 3, 5, 4))].transpose(0, 1, 4, 2, 3)  # (2, 3, 3, 5, 4)
+BOXES = np.array([[1, 1, 6, 5]])
 RUNS = {"main", "main/multi_a", "main/multi_b", "main/trial0", "main/trial1", "resumed"}
 
 
@@ -53,6 +68,12 @@ def write_logdir(root: str) -> None:
             writer.add_scalars("multi", {"a": step, "b": -step}, step, walltime=WALL + step)
         for name, (hparams, metrics) in TRIALS.items():
             writer.add_hparams(hparams, metrics, run_name=name)
+        writer.add_graph(MODEL, MODEL_INPUT)
+        writer.add_audio("sound", SOUND, 4, sample_rate=8000, walltime=WALL)
+        writer.add_mesh("mesh", VERTICES, colors=COLORS, faces=FACES, global_step=6,
+                        config_dict={"camera": {"cls": "PerspectiveCamera", "fov": 60}})
+        writer.add_video("clip", CLIPS, 2, fps=8, walltime=WALL)
+        writer.add_image_with_boxes("boxes", IMAGES[0], BOXES, 3, labels=["x"])
     with SummaryWriter(f"{root}/resumed") as writer:
         for step in range(10):
             writer.add_scalar("loss", step, step, walltime=WALL + step)
@@ -73,7 +94,10 @@ def servers(tmp_path_factory):
             server.wait_for(lambda s=server: RUNS <= set(s.get("/data/runs"))
                             and len(s.get("/data/plugin/scalars/scalars", run="resumed",
                                           tag="loss")) == 8
-                            and s.get("/data/plugin/pr_curves/tags").get("main"))
+                            and s.get("/data/plugin/pr_curves/tags").get("main")
+                            and s.get("/data/plugin/mesh/tags").get("main")
+                            and s.get("/data/plugin/audio/tags").get("main")
+                            and s.get("/data/plugin/graphs/info").get("main"))
         yield started
     finally:
         for server in started.values():
@@ -95,7 +119,7 @@ def test_runs_and_dashboards(server):
     assert RUNS <= set(server.get("/data/runs"))
     listing = server.get("/data/plugins_listing")
     for dashboard in ("scalars", "histograms", "distributions", "images", "text", "hparams",
-                      "pr_curves", "custom_scalars"):
+                      "pr_curves", "custom_scalars", "graphs", "audio", "mesh"):
         assert listing[dashboard]["enabled"], dashboard
 
 
@@ -212,3 +236,55 @@ def test_projector_serves_the_embedding(server):
     assert np.array_equal(np.frombuffer(body, "<f4").reshape(20, 4), POINTS)
     labels, _ = server.get("/data/plugin/projector/metadata", run="main", name="default:00000")
     assert labels.decode().split("\n")[:2] == ["pt0", "pt1"]
+
+
+def test_graphs_dashboard_shows_the_example_model_by_layer(server):
+    info = server.get("/data/plugin/graphs/info")["main"]
+    assert info["run_graph"] and "step1" in info["tags"]
+    body, content_type = server.get("/data/plugin/graphs/graph", run="main", conceptual="false")
+    served = text_format.Parse(body.decode(), GraphDef())
+    assert served == graph(MODEL, MODEL_INPUT)[0]
+    names = {node.name for node in served.node}
+    for name, module in MODEL.named_children():
+        assert any(n.startswith(f"Sequential/{type(module).__name__}[{name}]/") for n in names)
+
+
+def test_audio_dashboard_plays_the_wav(server):
+    tags = server.get("/data/plugin/audio/tags")["main"]
+    assert tags["sound"]["samples"] == 1
+    (entry,) = server.get("/data/plugin/audio/audio", run="main", tag="sound")
+    assert entry["step"] == 4 and entry["wall_time"] == WALL
+    body, _ = server.get("/data/plugin/audio/individualAudio?" + entry["query"])
+    assert body == audio_summary("sound", SOUND, 8000).value[0].audio.encoded_audio_string
+    assert body[:4] == b"RIFF" and body[8:12] == b"WAVE"
+
+
+def test_mesh_dashboard_serves_vertices_faces_and_colors(server):
+    assert server.get("/data/plugin/mesh/tags")["main"] == {"mesh": {"samples": 1}}
+    meshes = server.get("/data/plugin/mesh/meshes", run="main", tag="mesh", sample=0)
+    assert {(m["content_type"], tuple(m["data_shape"]), m["step"]) for m in meshes} == {
+        (1, (1, 4, 3), 6), (2, (1, 2, 3), 6), (3, (1, 4, 3), 6)}
+    assert all('"fov": 60' in m["config"] for m in meshes)
+    for kind, dtype, expected in (("VERTEX", "<f4", VERTICES), ("FACE", "<i4", FACES),
+                                  ("COLOR", "u1", COLORS)):
+        body, _ = server.get("/data/plugin/mesh/data", run="main", tag="mesh", sample=0,
+                             content_type=kind, step=6)
+        assert np.array_equal(np.frombuffer(body, dtype), expected[0].ravel()), kind
+
+
+def test_images_dashboard_shows_the_video_and_the_boxes(server):
+    (entry,) = server.get("/data/plugin/images/images", run="main", tag="clip", sample=0)
+    body, content_type = server.get("/data/plugin/images/individualImage?" + entry["query"])
+    assert content_type == "image/gif" and entry["step"] == 2
+    frames = [np.asarray(f.convert("RGB")) for f in ImageSequence.Iterator(Image.open(
+        io.BytesIO(body)))]
+    assert len(frames) == 3
+    for t, frame in enumerate(frames):  # two clips side by side, 6 colours: exact
+        assert np.array_equal(frame, np.concatenate(
+            [CLIPS[i, t].transpose(1, 2, 0) for i in range(2)], axis=1))
+    (entry,) = server.get("/data/plugin/images/images", run="main", tag="boxes", sample=0)
+    body, content_type = server.get("/data/plugin/images/individualImage?" + entry["query"])
+    expected = image_with_boxes_summary("boxes", IMAGES[0], BOXES, labels=["x"])
+    assert content_type == "image/png" and entry["step"] == 3
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(body))), np.asarray(Image.open(
+        io.BytesIO(expected.value[0].image.encoded_image_string))))
