@@ -138,7 +138,7 @@ def _forward_order(roots: list) -> list:
     return order
 
 
-def _scopes(model, calls: list) -> dict[int, str]:
+def _scopes(calls: list) -> dict[int, str]:
     """Node id -> the dotted name of the innermost module call that computed it."""
     claimed: dict[int, str] = {}
     for name, stops, starts in calls:  # hooks fire innermost first: inner calls claim first
@@ -195,7 +195,7 @@ class _Builder:
             except (RuntimeError, AttributeError, TypeError):
                 continue
             self.run._note_shapes([t for t in saved if _is_tensor(t)])
-        self.names, self.scopes = _Names(model), _scopes(model, self.run.calls)
+        self.names, self.scopes = _Names(model), _scopes(self.run.calls)
         self.params = {id(p): name for name, p in model.named_parameters()}
         self.inputs = _tensors(args)
         self.node_names: dict[int, str] = {}  # node (or input tensor) id -> its name
