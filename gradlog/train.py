@@ -205,7 +205,7 @@ class Trainer:
         # The new event file hides the old session's steps >= the checkpoint's (purge_step);
         # what was logged at that step before the checkpoint (validation, epoch-end plugins)
         # is written again, byte for byte, so resuming loses no point.
-        file_writer = self.run.writer._get_file_writer()
+        file_writer = self.run.writer._get_file_writer().event_writer
         for payload in state.get("events_at_step", ()):
             file_writer.write(np.asarray(payload, dtype=np.uint8).tobytes())
 
@@ -241,7 +241,7 @@ class Trainer:
         ones a checkpoint at this step carries (see ``_restore``)."""
         from tensorboard.compat.proto.event_pb2 import Event
         step = self.run.step
-        file_writer = self.run.writer._get_file_writer()
+        file_writer = self.run.writer._get_file_writer().event_writer
         captured: list[bytes] = []
 
         def write(payload: bytes) -> None:
