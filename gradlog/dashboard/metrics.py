@@ -13,8 +13,7 @@ class Metric:
     key: str
     label: str
     scale: str            # "log" (norms and ratios span decades) or "linear" (fractions)
-    plugin: str           # the gradlog plugin that logs it
-    enable: str           # how to turn that plugin on, shown when a run lacks the tags
+    plugin: str           # the gradlog plugin that logs it (named when a run lacks the tags)
     pattern: re.Pattern
     histograms: str                  # a regex of the layer's histogram tags ({layer} escaped)
     flagged: bool = True             # vanishing / exploding layers are flagged
@@ -29,20 +28,18 @@ class Metric:
 
     def describe(self) -> dict:
         return {"key": self.key, "label": self.label, "scale": self.scale,
-                "plugin": self.plugin, "enable": self.enable, "flagged": self.flagged,
+                "plugin": self.plugin, "flagged": self.flagged,
                 "histograms": self.histograms}
 
 
 METRICS = (
-    Metric("grad_norm", "gradient norm", "log", "grad-norm", "-p grad-norm",
+    Metric("grad_norm", "gradient norm", "log", "grad-norm",
            re.compile(r"grad-norm/(?P<layer>.+)"), r"^histogram/grad(_raw)?/{layer}\.",
            excluded=("global",)),
     Metric("update_ratio", "update-to-weight ratio", "log", "histogram",
-           "-p histogram (its kinds must include update_ratio)",
            re.compile(r"histogram/update_ratio/(?P<layer>.+)"),
            r"^histogram/(weight|grad)/{layer}$"),
     Metric("dead_fraction", "dead-unit fraction", "linear", "activation-stats",
-           "-p activation-stats",
            re.compile(r"activation-stats/(?P<layer>.+)/(?:dead|saturated)_fraction"),
            r"^histogram/activation/{layer}$", flagged=False),
 )

@@ -34,6 +34,7 @@ class Page:
     def __init__(self, browser: Browser, server: TensorBoard, writer: SummaryWriter) -> None:
         self.browser, self.server, self.writer = browser, server, writer
         self.live_steps = 0
+        self.servers = (server.url + "/",)  # every origin the page may fetch from
         self.artifacts = None  # where the screenshot goes
 
     def write_live(self, steps: int) -> None:
@@ -179,11 +180,29 @@ def test_reload_brings_the_new_steps_of_a_run_being_written(page):
     b.wait_for(f"{panel('live')}?.querySelector('canvas')?.dataset.columns === '5'")
 
 
+def test_a_logdir_without_the_tags_gets_a_message_naming_the_plugins(page, logdir, tmp_path):
+    b = page.browser
+    shutil.copytree(logdir / "loss-only", tmp_path / "loss-only")
+    other = TensorBoard(tmp_path, "false")
+    try:
+        page.servers += (other.url + "/",)
+        b.navigate(f"{other.url}/#gradient_flow")
+        message = b.wait_for(f"{DOC}?.querySelector('.gf-message:not([hidden])')?.textContent")
+        for plugin in ("grad-norm", "histogram", "activation-stats"):
+            assert f"-p {plugin}" in message
+        assert b.evaluate(f"{DOC}.querySelectorAll('.gf-panel').length") == 0
+        assert "loss-only" in b.evaluate(f"{DOC}.querySelector('.gf-skipped').textContent")
+        b.navigate(f"{page.server.url}/#gradient_flow")  # before its server goes away
+        b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === 3")
+    finally:
+        other.stop()
+
+
 def test_no_console_errors_and_no_request_leaves_the_server(page):
     assert page.browser.console_errors() == []
     urls = page.browser.requested_urls()
     assert any("/data/plugin/gradient_flow/index.js" in u for u in urls)
-    foreign = [u for u in urls if not u.startswith(page.server.url + "/")
+    foreign = [u for u in urls if not u.startswith(page.servers)
                and not u.startswith(("data:", "blob:"))]
     assert foreign == []
 

@@ -129,7 +129,7 @@ class Dashboard {
 
   noDataMessage() {
     const sources = this.metrics.map((m) => `${m.plugin} (${m.label}s)`).join(', ');
-    const flags = this.metrics.map((m) => m.enable.split(' (')[0]).join(' ');
+    const flags = this.metrics.map((m) => `-p ${m.plugin}`).join(' ');
     return `No run in this logdir has gradient-flow data yet. This dashboard shows the per-layer `
         + `scalars gradlog's plugins log: ${sources}. Enable them, e.g. gradlog train ${flags}, `
         + `or plugins=[...] in gl.watch(...), and reload.`;
@@ -173,7 +173,7 @@ class Dashboard {
     section.append(element('h3', 'gf-run', run));
     if (data === null) {
       section.append(element('p', 'gf-missing', `This run has no ${metric.label}s: enable the `
-          + `${metric.plugin} plugin (gradlog train ${metric.enable}).`));
+          + `${metric.plugin} plugin (gradlog train -p ${metric.plugin}).`));
       return section;
     }
     section.append(element('p', 'gf-note', layoutNote(data)));
