@@ -19,6 +19,7 @@ WORKLOADS = {
     "W3": "dispatch",
     "W5": "writer", "W5b": "writer",
     "W6": "memory",
+    "W7": "torch_watch",
 }
 
 

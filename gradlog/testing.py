@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PluginHarness", "MemoryWriter", "Series"]
+__all__ = ["PluginHarness", "MemoryWriter", "Series", "tiny_model", "copy_weights"]
 
 
 @dataclass
@@ -73,35 +73,85 @@ class MemoryWriter:
         return sorted({t for k, t, _, _ in self.records if kind is None or k == kind})
 
 
-def tiny_model() -> Any:
-    """A 4-class CNN on 16x16 single-channel images (a Conv2d for layer-probing plugins)."""
+def tiny_model(engine: str = "gradlog") -> Any:
+    """A 4-class CNN on 16x16 single-channel images (a Conv2d for layer-probing plugins). With
+    ``engine="torch"``, the same layers in PyTorch holding the weights gradlog's initialisation
+    gives, so one seed makes the same model on both engines."""
     from . import nn
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    if engine == "gradlog":
+        return model
+    if engine != "torch":
+        raise ValueError(f"engine must be 'gradlog' or 'torch', got {engine!r}")
+    import torch
+    tnn = torch.nn
+    twin = tnn.Sequential(tnn.Conv2d(1, 4, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
+                          tnn.Conv2d(4, 8, 3, padding=1), tnn.ReLU(),
+                          tnn.AdaptiveAvgPool2d(1), tnn.Flatten(), tnn.Linear(8, 4))
+    return copy_weights(model, twin)
+
+
+def copy_weights(source: Any, target: Any) -> Any:
+    """Copy every parameter and buffer of ``source`` into ``target``'s of the same name (any
+    engines, through numpy); returns ``target``. The names must match exactly."""
+    from .engines import engine_for
+    src, dst = engine_for(source), engine_for(target)
+    values = {**dict(source.named_parameters()), **dict(source.named_buffers())}
+    slots = {**dict(target.named_parameters()), **dict(target.named_buffers())}
+    if values.keys() != slots.keys():
+        raise ValueError(f"copy_weights: the models' names differ: {sorted(values)} vs "
+                         f"{sorted(slots)}")
+    with dst.no_grad():
+        for name, t in slots.items():
+            t.copy_(dst.from_numpy(src.to_numpy(values[name]), like=t))
+    return target
+
+
+class _Converted:
+    """Batches with each tensor of another engine (or array) converted to ``engine``'s, so
+    the same data feeds a model on either engine."""
+
+    def __init__(self, loader: Any, engine: Any) -> None:
+        self.loader, self.engine = loader, engine
+
+    def __iter__(self) -> Any:
+        engine = self.engine
+        for batch in self.loader:
+            yield tuple(t if engine.is_tensor(t) else engine.from_numpy(np.asarray(t))
+                        for t in batch)
 
 
 class PluginHarness:
     """Run one plugin for a few steps on a tiny model (or yours), strict by default.
 
     ``PluginHarness(PluginClass_or_instance, model=None, optimizer=None, data=None,
-    strict=True, seed=0, probe_sets=None, **options)``; then ``run(steps, epochs=1)`` and
-    read what was logged with ``scalars(tag)``, ``histograms(tag)``, ``images(tag)``,
-    ``texts(tag)``, ``tags()``; ``handles_left()`` counts hooks still registered.
+    strict=True, seed=0, probe_sets=None, engine=None, **options)``; then
+    ``run(steps, epochs=1)`` and read what was logged with ``scalars(tag)``,
+    ``histograms(tag)``, ``images(tag)``, ``texts(tag)``, ``tags()``; ``handles_left()``
+    counts hooks still registered. ``engine="torch"`` runs the same tiny model, data and probe
+    sets in PyTorch (``model=`` picks the engine from its type; ``data`` may hold either
+    engine's tensors: they are converted to the model's).
     """
 
     def __init__(self, plugin: Any, *, model: Any = None, optimizer: Any = None,
                  data: Any = None, loss_fn: Any = None, strict: bool = True, seed: int = 0,
-                 probe_sets: dict | None = None, plugins: Any = (), **options: Any) -> None:
+                 probe_sets: dict | None = None, plugins: Any = (), engine: str | None = None,
+                 **options: Any) -> None:
         import gradlog as gl
-        from gradlog import nn, optim
         from gradlog.data import DataLoader, Shapes, TensorDataset
+
+        from .engines import engine_for
         gl.manual_seed(seed)
         self.plugin = plugin(**options) if isinstance(plugin, type) else plugin
-        self.model = model if model is not None else tiny_model()
-        self.optimizer = optimizer if optimizer is not None else optim.SGD(
+        self.model = model if model is not None else tiny_model(engine or "gradlog")
+        self.engine = engine_for(self.model)
+        self.engine.manual_seed(seed)
+        lib = self.engine.library
+        self.optimizer = optimizer if optimizer is not None else lib.optim.SGD(
             self.model.parameters(), lr=0.05, momentum=0.9)
-        self.loss_fn = loss_fn or nn.CrossEntropyLoss()
+        self.loss_fn = loss_fn or lib.nn.CrossEntropyLoss()
         if data is None:
             shapes = Shapes(64, size=16, seed=seed)
             data = DataLoader(TensorDataset(gl.from_numpy(shapes.images),
@@ -109,25 +159,25 @@ class PluginHarness:
                               batch_size=16, shuffle=True,
                               generator=gl.Generator().manual_seed(seed))
             two = Shapes(16, size=16, objects=2, seed=seed + 1)
+            tensor = self.engine.from_numpy
             probe_sets = probe_sets or {
-                "probe": {"images": gl.from_numpy(shapes.images[:4]),
-                          "labels": gl.from_numpy(shapes.labels[:4])},
-                "two_object": {"images": gl.from_numpy(two.images),
-                               "labels": gl.from_numpy(two.labels), "masks": two.masks},
-                "validation": {"images": gl.from_numpy(shapes.images),
-                               "labels": gl.from_numpy(shapes.labels)}}
-        self.data = data
+                "probe": {"images": tensor(shapes.images[:4]),
+                          "labels": tensor(shapes.labels[:4])},
+                "two_object": {"images": tensor(two.images), "labels": tensor(two.labels),
+                               "masks": two.masks},
+                "validation": {"images": tensor(shapes.images),
+                               "labels": tensor(shapes.labels)}}
+        self.data = _Converted(data, self.engine)
         self.writer = MemoryWriter()
         self.losses: list[float] = []
         from gradlog.plugin import Run
         self.run_obj = Run(self.model, self.optimizer, self.writer,
                            plugins=[*plugins, self.plugin], strict=strict,
                            probe_sets=probe_sets or {}, seed=seed, auto_batches=False,
-                           telemetry_every=0)  # the plugin's own logs only
+                           telemetry_every=0, engine=self.engine)  # the plugin's own logs only
 
     def run(self, steps: int, epochs: int = 1) -> PluginHarness:
         """Train ``steps`` batches per epoch for ``epochs`` epochs, firing every event."""
-        from gradlog.train import _accuracy
         run = self.run_obj
         run.start()
         try:
@@ -145,10 +195,7 @@ class PluginHarness:
                         loss.backward()
                         self.optimizer.step()
                         self.losses.append(float(loss.item()))
-                        metrics = {"train/loss": self.losses[-1]}
-                        acc = _accuracy(out, y)
-                        if acc is not None:
-                            metrics["train/acc"] = acc
+                        metrics = {"train/loss": self.losses[-1], **self._accuracy(out, y)}
                         run.end_batch(metrics)
                         done += 1
                 run.validation_end({"val/loss": self.losses[-1]}, log=False)
@@ -158,6 +205,12 @@ class PluginHarness:
             raise
         run.finish()
         return self
+
+    def _accuracy(self, output: Any, target: Any) -> dict:
+        y, out = self.engine.to_numpy(target), self.engine.to_numpy(output)
+        if y.dtype.kind not in "iu" or out.ndim != 2 or y.shape != out.shape[:1]:
+            return {}
+        return {"train/acc": float(np.mean(np.argmax(out, axis=1) == y))}
 
     def scalars(self, tag: str) -> Series:
         return self.writer.series("scalar", tag)
@@ -176,5 +229,5 @@ class PluginHarness:
 
     def handles_left(self) -> int:
         """Hooks still registered by the plugins and the framework (0 after ``run``)."""
-        from gradlog.utils.hooks import count_hooks
-        return self.run_obj.handles_left() + count_hooks(self.model, self.optimizer)
+        return self.run_obj.handles_left() + self.engine.count_hooks(self.model,
+                                                                     self.optimizer)

@@ -20,8 +20,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from . import autograd, runs
-from .autograd import random as _random
+from . import runs
+from .engines import engine_for, seed_loaded_engines
 from .plugin import (
     PluginAbort,
     PluginConfigError,
@@ -117,11 +117,15 @@ class Trainer:
         # plugins first: a typo in -p is reported before any data is built
         plugins = resolve_plugins(options.plugins, config=self.file_config,
                                   defaults=DEFAULT_PLUGINS if options.default_plugins else ())
-        _random.manual_seed(self.config["seed"])
         self.built = self._build()
         self.model = self.built["model"]
+        self.engine = engine_for(self.model)  # gradlog's own or torch, from the model's type
         self.optimizer = self.built["optimizer"]
         self.scheduler = self.built.get("scheduler")
+        try:
+            self.built["train_loader"] = self.engine.resumable_loader(self.built["train_loader"])
+        except TypeError as exc:
+            raise UserError(str(exc)) from None
         self.run_dir, self.checkpoint = self._run_dir()
         self._files_before = set(os.listdir(self.run_dir))
         from .tensorboard import SummaryWriter
@@ -135,7 +139,8 @@ class Trainer:
                             f"{exc.strerror or exc}") from None
         self.run = Run(self.model, self.optimizer, writer, plugins=plugins,
                        strict=options.strict_plugins, probe_sets=self.built.get("probe_sets"),
-                       config=self.config, seed=self.config["seed"], auto_batches=False)
+                       config=self.config, seed=self.config["seed"], auto_batches=False,
+                       engine=self.engine)
         self._checkpoint_step: int | None = None
         if self.checkpoint:
             self._restore(self.checkpoint)
@@ -159,6 +164,7 @@ class Trainer:
 
     def _build(self) -> dict:
         build = load_example(self.opts.example)
+        seed_loaded_engines(self.config["seed"])  # the example's imports are loaded by now
         built = build(dict(self.config))
         if not isinstance(built, dict):
             raise UserError(f"build(config) in {self.opts.example} must return a dict, got "
@@ -195,13 +201,14 @@ class Trainer:
         return run_dir, None
 
     def _restore(self, state: dict) -> None:
+        state = self.engine.from_checkpoint(state)
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
             self.scheduler.load_state_dict(state["scheduler"])
         self.built["train_loader"].load_state_dict(state["train_loader"])
         self.run.load_state_dict(state["run"])
-        _random.set_rng_state(state["rng"])
+        self.engine.set_random_state(state["rng"])
         # The new event file hides the old session's steps >= the checkpoint's (purge_step);
         # what was logged at that step before the checkpoint (validation, epoch-end plugins)
         # is written again, byte for byte, so resuming loses no point.
@@ -214,7 +221,7 @@ class Trainer:
                 "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
                 "scheduler": self.scheduler.state_dict() if self.scheduler else None,
                 "train_loader": self.built["train_loader"].state_dict(),
-                "run": self.run.state_dict(), "rng": _random.get_rng_state(),
+                "run": self.run.state_dict(), "rng": self.engine.random_state(),
                 "config": {k: v for k, v in self.config.items()
                            if isinstance(v, (int, float, str, bool))}}
 
@@ -223,7 +230,7 @@ class Trainer:
         """Flush the event files, then write the checkpoint: a checkpoint on disk means every
         event logged before it is in the files too, so a run resumed from it (which hides the
         old session's steps from the checkpoint's on) neither loses nor repeats a step."""
-        state = self._state()
+        state = self.engine.to_checkpoint(self._state())  # the same .npz for every engine
         state["events_at_step"] = [np.frombuffer(p, dtype=np.uint8)
                                    for p in events_at_step or ()]
         try:
@@ -348,7 +355,7 @@ class Trainer:
             opt.step()
             last = {"loss": float(loss.item())}
             run.log_scalar("train/loss", last["loss"])
-            acc = _accuracy(output, y)
+            acc = _accuracy(self.engine, output, y)
             if acc is not None:
                 last["acc"] = acc
                 run.log_scalar("train/acc", acc)
@@ -374,12 +381,12 @@ class Trainer:
         self.run.phase = "validation"
         total, correct, loss_sum, counted = 0, 0, 0.0, True
         try:
-            with autograd.no_grad():
+            with self.engine.no_grad():
                 for x, y in self.built["val_loader"]:
                     output = model(x)
                     n = len(x)
                     loss_sum += float(loss_fn(output, y).item()) * n
-                    acc = _accuracy(output, y)
+                    acc = _accuracy(self.engine, output, y)
                     if acc is None:
                         counted = False
                     else:
@@ -493,11 +500,10 @@ class Trainer:
             pass
 
 
-def _accuracy(output: Any, target: Any) -> float | None:
+def _accuracy(engine: Any, output: Any, target: Any) -> float | None:
     """Accuracy when targets are class indices for a (batch, classes) output."""
-    from .plugin.adapter import to_numpy
-    y = to_numpy(target)
-    out = to_numpy(output)
+    y = engine.to_numpy(target)
+    out = engine.to_numpy(output)
     if y.dtype.kind not in "iu" or out.ndim != 2 or y.shape != out.shape[:1]:
         return None
     return float(np.mean(np.argmax(out, axis=1) == y))

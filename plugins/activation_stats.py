@@ -3,7 +3,6 @@ fixed probe batch."""
 
 from __future__ import annotations
 
-import fnmatch
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -11,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import no_grad, to_numpy
+from gradlog.plugin.selection import selected
 
 # Selected by default (class names, the same in PyTorch): rectifier-like activations report
 # dead units, saturating ones the fraction of saturated values.
@@ -90,12 +89,8 @@ class ActivationStats(Plugin):
         chosen = []
         for name, module in run.model.named_modules():
             kind = type(module).__name__
-            if o.include:
-                if not any(fnmatch.fnmatchcase(name, g) for g in o.include):
-                    continue
-            elif kind not in RECTIFIERS and kind not in SATURATING:
-                continue
-            if any(fnmatch.fnmatchcase(name, g) for g in o.exclude):
+            default = kind in RECTIFIERS or kind in SATURATING
+            if not selected([name], o.include or (["*"] if default else []), o.exclude):
                 continue
             chosen.append((name or "root", module, SATURATING.get(kind)))
         self._modules = chosen
@@ -137,12 +132,13 @@ class ActivationStats(Plugin):
                               stacklevel=2)
             return
         found: dict[str, dict[str, float]] = {}
-        handles = [run.hooks.register_forward_hook(module, self._capture(name, sat, found))
+        handles = [run.hooks.register_forward_hook(
+                       module, self._capture(run.engine, name, sat, found))
                    for name, module, sat in self._modules]
         try:
             with run.internal_pass("probe"):
                 run.model.train(self.options.mode == "train")
-                with no_grad():
+                with run.engine.no_grad():
                     run.model(x)
         finally:
             for h in handles:
@@ -153,10 +149,10 @@ class ActivationStats(Plugin):
                 run.log_scalar(f"activation-stats/{name}/{key}", value, step=step)
 
     @staticmethod
-    def _capture(name: str, saturation: Any, found: dict) -> Any:
+    def _capture(engine: Any, name: str, saturation: Any, found: dict) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
             if name not in found and not isinstance(output, (tuple, list, dict)):
-                found[name] = unit_stats(to_numpy(output), saturation)
+                found[name] = unit_stats(engine.to_numpy(output), saturation)
         return hook
 
     def state_dict(self) -> dict:

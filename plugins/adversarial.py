@@ -9,14 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import (
-    enable_grad,
-    from_numpy,
-    grad,
-    is_grad_enabled,
-    no_grad,
-    to_numpy,
-)
 
 __all__ = ["Adversarial"]
 
@@ -200,7 +192,7 @@ class Adversarial(Plugin):
             self._log_losses(run, x_sub, y_sub, x_adv)
         if idx is None:
             return x_adv
-        with no_grad():
+        with run.engine.no_grad():
             out = x.detach().clone()
             out[idx] = x_adv
         return out
@@ -217,30 +209,34 @@ class Adversarial(Plugin):
         around ``x`` and to [clip_min, clip_max]. Returns the adversarial inputs (no
         graph)."""
         lo, hi = self.options.clip_min, self.options.clip_max
+        engine = run.engine
         x0 = x.detach()
         with run.internal_pass("attack"):
             if mode == "eval":
                 run.model.eval()
             if labels == "pred":
-                with no_grad():
+                with engine.no_grad():
                     y = run.model(x0).argmax(dim=1)
             x_adv = x0 if start is None else (x0 + start).clamp(lo, hi)
             for _ in range(steps):
                 x_adv = x_adv.detach().requires_grad_(True)
-                with enable_grad():
-                    loss = _cross_entropy(run.model(x_adv), y, mean=False)
-                (grad_x,) = grad(loss, [x_adv])
-                with no_grad():
+                with engine.enable_grad():
+                    loss = engine.functional.cross_entropy(run.model(x_adv), y,
+                                                           reduction="sum")
+                (grad_x,) = engine.grad(loss, [x_adv])
+                with engine.no_grad():
                     x_adv = x0 + (x_adv + grad_x.sign() * alpha - x0).clamp(-eps, eps)
                     x_adv = x_adv.clamp(lo, hi)
         return x_adv.detach()
 
     def _log_losses(self, run, x, y, x_adv) -> None:
-        with run.internal_pass("attack"), no_grad():
+        engine = run.engine
+        cross_entropy = engine.functional.cross_entropy
+        with run.internal_pass("attack"), engine.no_grad():
             if self.options.attack_mode == "eval":
                 run.model.eval()
-            clean = float(to_numpy(_cross_entropy(run.model(x.detach()), y)))
-            adv = float(to_numpy(_cross_entropy(run.model(x_adv.detach()), y)))
+            clean = float(engine.to_numpy(cross_entropy(run.model(x.detach()), y)))
+            adv = float(engine.to_numpy(cross_entropy(run.model(x_adv.detach()), y)))
         run.log_scalar("adversarial/loss_clean", clean)
         run.log_scalar("adversarial/loss_adv", adv)
 
@@ -249,14 +245,14 @@ class Adversarial(Plugin):
         """The minibatch to train on: a new one every ``replays`` batches, else the held
         one."""
         if self._held is None and "held_x" in self._pending:
-            self._held = (from_numpy(self._pending.pop("held_x")),
-                          from_numpy(self._pending.pop("held_y")))
+            self._held = (run.engine.from_numpy(self._pending.pop("held_x")),
+                          run.engine.from_numpy(self._pending.pop("held_y")))
         if self._held is None or self.batches % self.options.replays == 0:
             self._held = (x, y)
         hx, hy = self._held
         self._ensure_delta(run, hx)
         if run.step % self.options.log_every == 0:
-            with no_grad():
+            with run.engine.no_grad():
                 x_adv = self._perturbed(hx)
             self._log_losses(run, hx, hy, x_adv)
         return hx, hy
@@ -269,7 +265,7 @@ class Adversarial(Plugin):
         saved = self._pending.pop("delta", None)
         if saved is not None and saved.shape[1:] == tuple(x.shape[1:]) and \
                 saved.shape[0] >= x.shape[0]:
-            d = from_numpy(saved, like=x)
+            d = run.engine.from_numpy(saved, like=x)
         else:
             d = x.detach().clone().zero_()
         d.requires_grad_(True)
@@ -286,7 +282,8 @@ class Adversarial(Plugin):
         """Forward pre-hook on the model: perturb the held minibatch in training forwards."""
         run = self._run
         if (self._held is None or not args or args[0] is not self._held[0]
-                or run.phase != "train" or not module.training or not is_grad_enabled()):
+                or run.phase != "train" or not module.training
+                or not run.engine.is_grad_enabled()):
             return None
         return (self._perturbed(args[0]), *args[1:])
 
@@ -294,7 +291,7 @@ class Adversarial(Plugin):
         """Post-accumulate-grad hook of the perturbation: one signed step, projected."""
         ramp = self.options.ramp(self._run.step)
         eps = self.options.eps * ramp
-        with no_grad():
+        with self._run.engine.no_grad():
             delta.add_(delta.grad.sign() * (self.options.step_size() * ramp))
             delta.clamp_(-eps, eps)
         delta.grad = None
@@ -326,23 +323,24 @@ class Adversarial(Plugin):
             xc, yc = x[i:i + _EVAL_CHUNK], y[i:i + _EVAL_CHUNK]
             x_adv = self.attack(run, xc, yc, eps=opts.eps, alpha=alpha, steps=opts.eval_steps,
                                 start=self._random_start(run, xc, opts.eps), mode="eval")
-            with run.internal_pass("eval"), no_grad():
+            with run.internal_pass("eval"), run.engine.no_grad():
                 run.model.eval()
-                clean += _correct(run.model(xc), yc)
-                robust += _correct(run.model(x_adv), yc)
+                clean += _correct(run.engine, run.model(xc), yc)
+                robust += _correct(run.engine, run.model(x_adv), yc)
         total = max(int(x.shape[0]), 1)
         return clean / total, robust / total
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict:
         state: dict = {"batches": self.batches}
+        engine = self._run.engine if self._run is not None else None
         if self._delta is not None:
-            state["delta"] = to_numpy(self._delta).copy()
+            state["delta"] = engine.to_numpy(self._delta).copy()
         elif "delta" in self._pending:
             state["delta"] = self._pending["delta"]
         if self._held is not None:
-            state["held_x"] = to_numpy(self._held[0]).copy()
-            state["held_y"] = to_numpy(self._held[1]).copy()
+            state["held_x"] = engine.to_numpy(self._held[0]).copy()
+            state["held_y"] = engine.to_numpy(self._held[1]).copy()
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -360,11 +358,5 @@ def _inputs_targets(batch: Any) -> tuple:
     return batch[0], batch[1]
 
 
-def _cross_entropy(logits, y, mean: bool = True) -> Any:
-    """Cross-entropy of logits w.r.t. class indices, from tensor methods only."""
-    picked = logits.log_softmax(dim=1).gather(1, y.reshape(-1, 1))
-    return -(picked.mean() if mean else picked.sum())
-
-
-def _correct(logits, y) -> int:
-    return int((to_numpy(logits).argmax(axis=1) == to_numpy(y)).sum())
+def _correct(engine, logits, y) -> int:
+    return int((engine.to_numpy(logits).argmax(axis=1) == engine.to_numpy(y)).sum())

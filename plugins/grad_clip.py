@@ -13,7 +13,6 @@ from typing import Literal
 import numpy as np
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import clip_grads_with_norm_, get_total_norm, no_grad, to_numpy
 from gradlog.plugin.errors import PluginConfigError
 
 __all__ = ["GradClip"]
@@ -163,9 +162,10 @@ class GradClip(Plugin):
         named = [(n, p) for n, p in run.model.named_parameters() if p.grad is not None]
         if not named:
             return
+        engine = run.engine
         grads = [p.grad for _, p in named]
-        total = get_total_norm(grads, opts.norm_type)
-        before = float(to_numpy(total))
+        total = engine.get_total_norm(grads, opts.norm_type)
+        before = float(engine.to_numpy(total))
         self.steps += 1
         if not math.isfinite(before):
             self._nonfinite(run, named, before)
@@ -175,18 +175,18 @@ class GradClip(Plugin):
         if opts.mode == "norm":
             # exactly clip_grad_norm_: the coefficient in the gradients' dtype, always applied
             coef = (opts.max_norm / (total + _TORCH_EPS)).clamp(max=1.0)
-            clip_grads_with_norm_([p for _, p in named], opts.max_norm, total)
-            clipped = bool(to_numpy(coef) < 1.0)
+            engine.clip_grads_with_norm_([p for _, p in named], opts.max_norm, total)
+            clipped = bool(engine.to_numpy(coef) < 1.0)
         elif opts.mode == "value":
-            clipped, extra = _clip_value(named, opts.clip_value)
+            clipped, extra = _clip_value(engine, named, opts.clip_value)
         else:
-            clipped, extra = _clip_agc(named, opts, self._skip)
+            clipped, extra = _clip_agc(engine, named, opts, self._skip)
         self.window.append(int(clipped))
         if log:
-            after = float(to_numpy(get_total_norm(grads, opts.norm_type)))
+            after = float(engine.to_numpy(engine.get_total_norm(grads, opts.norm_type)))
             run.log_scalar("grad-clip/norm_before", before)
             run.log_scalar("grad-clip/norm_after", after)
-            run.log_scalar("grad-clip/coef", float(to_numpy(coef)) if opts.mode == "norm"
+            run.log_scalar("grad-clip/coef", float(engine.to_numpy(coef)) if opts.mode == "norm"
                            else (after / before if before > 0 else 1.0))
             run.log_scalar("grad-clip/clip_fraction", self.clip_fraction)
             for key, value in extra.items():
@@ -198,7 +198,7 @@ class GradClip(Plugin):
         return sum(self.window) / len(self.window) if self.window else 0.0
 
     def _nonfinite(self, run, named, total: float) -> None:
-        bad = [n for n, p in named if not np.isfinite(to_numpy(p.grad)).all()]
+        bad = [n for n, p in named if not np.isfinite(run.engine.to_numpy(p.grad)).all()]
         message = (f"grad-clip: total gradient norm is {total} at step {run.step} (non-finite "
                    f"gradients in {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}); "
                    "not clipped")
@@ -224,15 +224,15 @@ class GradClip(Plugin):
 
 
 # -- value and adaptive clipping---------------------------------------------------------------
-def _clip_value(named, clip_value: float) -> tuple[bool, dict]:
+def _clip_value(engine, named, clip_value: float) -> tuple[bool, dict]:
     """clip_grad_value_, counting the elements it changed."""
     hit, total = 0, 0
     for _, p in named:
-        g = to_numpy(p.grad)
+        g = engine.to_numpy(p.grad)
         over = int(np.count_nonzero(np.abs(g) > clip_value))
         hit, total = hit + over, total + g.size
         if over:
-            with no_grad():
+            with engine.no_grad():
                 p.grad.clamp_(-clip_value, clip_value)
     return hit > 0, {"elem_clip_frac": hit / total if total else 0.0}
 
@@ -244,10 +244,10 @@ def _unit_norms(t, dims: tuple[int, ...] | None):
     return t.norm(2, dim=dims, keepdim=True)
 
 
-def _clip_agc(named, opts, skip: set[str]) -> tuple[bool, dict]:
+def _clip_agc(engine, named, opts, skip: set[str]) -> tuple[bool, dict]:
     """Adaptive gradient clipping (Brock et al. 2021), unit-wise."""
     units, clipped_units = 0, 0
-    with no_grad():
+    with engine.no_grad():
         for name, p in named:
             if name in skip:
                 continue
@@ -257,7 +257,7 @@ def _clip_agc(named, opts, skip: set[str]) -> tuple[bool, dict]:
             max_norm = w_norm * opts.agc_clipping
             # min(1, max_norm / ||g||): 1 where the unit is within bounds, as timm's where()
             factor = (max_norm / g_norm.clamp(min=_TORCH_EPS)).clamp(max=1.0)
-            f = to_numpy(factor)
+            f = engine.to_numpy(factor)
             units += f.size
             clipped_units += int(np.count_nonzero(f < 1.0))
             p.grad.mul_(factor)

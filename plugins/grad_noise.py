@@ -6,7 +6,6 @@ import math
 from dataclasses import dataclass, field
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import no_grad
 
 __all__ = ["GradNoise"]
 
@@ -57,7 +56,7 @@ class GradNoise(Plugin):
     def on_before_optimizer_step(self, run) -> None:
         std = self.std(self.t)
         if std > 0:
-            with no_grad():
+            with run.engine.no_grad():
                 for p in run.model.parameters():
                     g = p.grad
                     if g is not None:

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import to_numpy
+from gradlog.plugin.selection import selected
 
 
 @dataclass
@@ -23,6 +23,12 @@ class Options:
                 "explodes); 'final': what the optimizer applies, after every mutator"})
     per_layer: bool = field(default=True, metadata={
         "help": "also log grad-norm/<module>, the norm over each module's own parameters"})
+    include: list[str] = field(default_factory=lambda: ["*"], metadata={
+        "help": "globs over module names (e.g. \"features.*\") or parameter names "
+                "(\"*.weight\"): the per-layer norms logged are of the matching parameters; "
+                "grad-norm/global is always over every parameter"})
+    exclude: list[str] = field(default_factory=list, metadata={
+        "help": "globs (same matching as include) left out of the per-layer norms"})
     norm_type: float = field(default=2.0, metadata={
         "help": "p of the p-norm (inf: largest absolute value), as in clip_grad_norm_",
         "min": 1.0})
@@ -59,7 +65,9 @@ class GradNorm(Plugin):
     Logs ``grad-norm/global`` (the p-norm of all gradients together, the number
     clip_grad_norm_ returns) and, per module that owns parameters, ``grad-norm/<module>`` (the
     norm over that module's own parameters; the root module's are under
-    ``grad-norm/root``). By default it reads the raw gradients, right after the step's last
+    ``grad-norm/root``); ``include``/``exclude`` choose the parameters (by their names or
+    their module's) that the per-layer norms cover. By default it reads the raw gradients,
+    right after the step's last
     backward and before any mutator, because clipping would hide exactly the explosion this
     monitor exists to show; ``source=final`` reads what the optimizer applies instead (not
     logged on a step nan-guard skips). Default every=10: the norms cost about 0.05 ms a step
@@ -82,19 +90,26 @@ class GradNorm(Plugin):
         self.warnings = 0
 
     def setup(self, run: Any) -> None:
-        self._params = [(n, n.rpartition(".")[0] or "root", p)
-                        for n, p in run.model.named_parameters()]
+        o = self.options
+        self._params = []  # (module, parameter, whether its module's norm is logged)
+        for n, p in run.model.named_parameters():
+            module = n.rpartition(".")[0]
+            self._params.append((module or "root", p,
+                                 selected([n, module], o.include, o.exclude)))
 
     def _is_due(self, run: Any) -> bool:
         return run.step % self.options.every == 0
 
-    def _measure(self) -> dict[str, float]:
+    def _measure(self, run: Any) -> dict[str, float]:
         p = self.options.norm_type
+        every: list[float] = []
         layers: dict[str, list[float]] = {}
-        for _, module, param in self._params:
+        for module, param, logged in self._params:
             if param.grad is not None:
-                layers.setdefault(module, []).append(_norm(to_numpy(param.grad), p))
-        norms = {"global": _combine([n for ns in layers.values() for n in ns], p)}
+                every.append(_norm(run.engine.to_numpy(param.grad), p))
+                if logged:
+                    layers.setdefault(module, []).append(every[-1])
+        norms = {"global": _combine(every, p)}
         if self.options.per_layer:
             norms.update((m, _combine(ns, p)) for m, ns in layers.items())
         return norms
@@ -102,11 +117,11 @@ class GradNorm(Plugin):
     def on_after_backward(self, run: Any) -> None:
         # Kept until the step: with gradient accumulation a later backward replaces it.
         if self.options.source == "raw" and self._is_due(run):
-            self._pending = self._measure()
+            self._pending = self._measure(run)
 
     def on_before_optimizer_step(self, run: Any) -> None:
         if self.options.source == "final" and self._is_due(run):
-            self._emit(run, self._measure())
+            self._emit(run, self._measure(run))
 
     def on_after_optimizer_step(self, run: Any) -> None:
         self._flush(run)

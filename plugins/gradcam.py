@@ -16,7 +16,6 @@ from typing import Any, Literal
 import numpy as np
 
 from gradlog.plugin import Plugin, PluginConfigError
-from gradlog.plugin.adapter import enable_grad, from_numpy, grad, is_tensor, to_numpy
 
 __all__ = ["GradCAM", "cam_maps", "upsample_bilinear", "normalize_maps", "colorize",
            "image_grid", "pointing_hits", "COLORMAPS"]
@@ -187,8 +186,9 @@ def find_layer(model: Any, layer: str) -> str | None:
     return convs[-1] if convs else None
 
 
-def _as_tensor(value: Any) -> Any:
-    return value if is_tensor(value) else from_numpy(np.asarray(value, dtype=np.float32))
+def _as_tensor(engine: Any, value: Any) -> Any:
+    return value if engine.is_tensor(value) else engine.from_numpy(
+        np.asarray(value, dtype=np.float32))
 
 
 class GradCAM(Plugin):
@@ -280,13 +280,14 @@ class GradCAM(Plugin):
         def keep(module: Any, args: Any, output: Any) -> None:
             outputs.append(output)
 
+        engine = run.engine
         handle = run.hooks.register_forward_hook(self.layer, keep)
         try:
-            with enable_grad():
-                logits = run.model(_as_tensor(images))
+            with engine.enable_grad():
+                logits = run.model(_as_tensor(engine, images))
         finally:
             run.hooks.remove(handle)
-        if len(outputs) != 1 or not is_tensor(outputs[0]) or outputs[0].dim() != 4:
+        if len(outputs) != 1 or not engine.is_tensor(outputs[0]) or outputs[0].dim() != 4:
             raise RuntimeError(f"gradcam: layer '{self.layer}' must run once per forward and "
                                "return one (N, C, H, W) tensor; got "
                                f"{len(outputs)} call(s)")
@@ -294,46 +295,47 @@ class GradCAM(Plugin):
         if not act.requires_grad:
             raise RuntimeError(f"gradcam: the output of layer '{self.layer}' does not require "
                                "grad (are the layers before it frozen?)")
-        return act, np.array(to_numpy(act), dtype=np.float64), logits
+        return act, np.array(engine.to_numpy(act), dtype=np.float64), logits
 
-    def _cams(self, act: Any, values: np.ndarray, logits: Any, targets: np.ndarray,
-              retain: bool) -> np.ndarray:
+    def _cams(self, engine: Any, act: Any, values: np.ndarray, logits: Any,
+              targets: np.ndarray, retain: bool) -> np.ndarray:
         """Low-resolution maps for one target class per image."""
         num_classes = logits.shape[1]
         if targets.min(initial=0) < 0 or targets.max(initial=0) >= num_classes:
             bad = targets[(targets < 0) | (targets >= num_classes)][0]
             raise ValueError(f"gradcam: target class {int(bad)} is out of range for a model "
                              f"with {num_classes} outputs")
-        onehot = np.zeros(tuple(logits.shape), dtype=to_numpy(logits).dtype)
+        onehot = np.zeros(tuple(logits.shape))
         onehot[np.arange(len(targets)), targets] = 1.0
-        score = (logits * from_numpy(onehot)).sum()
-        (grad_act,) = grad(score, act, retain_graph=retain)
-        return cam_maps(values, to_numpy(grad_act), self.options.method)
+        score = (logits * engine.from_numpy(onehot, like=logits)).sum()
+        (grad_act,) = engine.grad(score, act, retain_graph=retain)
+        return cam_maps(values, engine.to_numpy(grad_act), self.options.method)
 
-    def _targets(self, logits: Any, labels: Any) -> np.ndarray:
+    def _targets(self, engine: Any, logits: Any, labels: Any) -> np.ndarray:
         target = self.options.target
         n = logits.shape[0]
         if target == "pred":
-            return np.argmax(to_numpy(logits), axis=1)
+            return np.argmax(engine.to_numpy(logits), axis=1)
         if target == "label":
             if labels is None:
                 raise ValueError("gradcam: target='label' needs labels in the probe set 'probe'")
-            return np.asarray(to_numpy(labels), dtype=np.int64).reshape(n)
+            return np.asarray(engine.to_numpy(labels), dtype=np.int64).reshape(n)
         return np.full(n, int(target), dtype=np.int64)
 
     def _maps(self, run: Any, probe: dict) -> tuple:
         k = self.options.num_images
         images, labels = probe["images"][:k], probe.get("labels")
         labels = labels[:k] if labels is not None else None
+        engine = run.engine
         act, values, logits = self._capture(run, images)
-        targets = self._targets(logits, labels)
-        cams = self._cams(act, values, logits, targets, retain=False)
+        targets = self._targets(engine, logits, labels)
+        cams = self._cams(engine, act, values, logits, targets, retain=False)
         if not np.any(values) or not np.any(cams):
             self._notice(run, "zero", f"gradcam: the maps at layer '{self.layer}' are all zero "
                          "(zero gradients or activations there); try another layer=")
-        pixels = np.array(to_numpy(images), dtype=np.float64)
+        pixels = np.array(engine.to_numpy(images), dtype=np.float64)
         maps = normalize_maps(upsample_bilinear(cams, pixels.shape[-2:]))
-        label_list = None if labels is None else to_numpy(labels).tolist()
+        label_list = None if labels is None else engine.to_numpy(labels).tolist()
         self.last = {"step": run.step, "targets": targets, "labels": label_list,
                      "cams": cams, "maps": maps}
         return pixels, maps, cams, targets, label_list
@@ -352,14 +354,16 @@ class GradCAM(Plugin):
     def _discrimination(self, run: Any, two: dict) -> tuple[float, float]:
         """Fractions of (image, class) pairs whose map peaks inside that class's object and
         inside the other object ("inside": the mask pixel at the peak is set, no tolerance)."""
-        labels = np.asarray(to_numpy(two["labels"]), dtype=np.int64)
-        masks = np.asarray(to_numpy(two["masks"]), dtype=bool)
+        engine = run.engine
+        labels = np.asarray(engine.to_numpy(two["labels"]), dtype=np.int64)
+        masks = np.asarray(engine.to_numpy(two["masks"]), dtype=bool)
         own = other = 0
         for start in range(0, len(labels), _CHUNK):
             part = slice(start, start + _CHUNK)
             act, values, logits = self._capture(run, two["images"][part])
             for j in (0, 1):
-                cams = self._cams(act, values, logits, labels[part, j], retain=j == 0)
+                cams = self._cams(engine, act, values, logits, labels[part, j],
+                                  retain=j == 0)
                 maps = upsample_bilinear(cams, masks.shape[-2:])
                 hit_own, hit_other = pointing_hits(maps, masks[part, j], masks[part, 1 - j])
                 own, other = own + hit_own, other + hit_other

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import to_numpy
+from gradlog.plugin.selection import selected
 
 KINDS = ("weight", "grad_raw", "grad", "activation", "update_ratio")
 # numpy's bin estimators, accepted by the writer's add_histogram besides "tensorflow" and ints
@@ -86,9 +85,7 @@ class Histogram(Plugin):
 
     # -- selection --------------------------------------------------------------------------
     def _selected(self, *names: str) -> bool:
-        def matches(globs: list[str]) -> bool:
-            return any(fnmatch.fnmatchcase(n, g) for n in names for g in globs)
-        return matches(self.options.include) and not matches(self.options.exclude)
+        return selected(names, self.options.include, self.options.exclude)
 
     def setup(self, run: Any) -> None:
         self._param_list = [(n, p) for n, p in run.model.named_parameters()
@@ -120,7 +117,7 @@ class Histogram(Plugin):
             return
         # Copied: a mutator may change .grad in place before the step. With gradient
         # accumulation a later backward replaces this snapshot, so the step's total is kept.
-        self._raw = {n: np.array(to_numpy(p.grad)) for n, p in self._param_list
+        self._raw = {n: np.array(run.engine.to_numpy(p.grad)) for n, p in self._param_list
                      if p.grad is not None}
 
     def on_before_optimizer_step(self, run: Any) -> None:
@@ -130,7 +127,7 @@ class Histogram(Plugin):
             if "grad" in self._kinds and p.grad is not None:
                 run.log_histogram(f"histogram/grad/{n}", p.grad, bins=self.options.bins)
             if "update_ratio" in self._kinds and p.grad is not None:
-                self._before[n] = np.array(to_numpy(p), dtype=np.float64)
+                self._before[n] = np.array(run.engine.to_numpy(p), dtype=np.float64)
 
     def on_after_optimizer_step(self, run: Any) -> None:
         # Fired on every step, also one that nan-guard skipped (there the raw gradients, NaN
@@ -143,7 +140,7 @@ class Histogram(Plugin):
             norm = float(np.linalg.norm(before))
             if norm == 0.0:
                 continue
-            delta = np.asarray(to_numpy(params[n]), dtype=np.float64) - before
+            delta = np.asarray(run.engine.to_numpy(params[n]), dtype=np.float64) - before
             run.log_scalar(f"histogram/update_ratio/{n}", float(np.linalg.norm(delta)) / norm)
         self._before.clear()
 

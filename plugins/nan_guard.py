@@ -10,7 +10,6 @@ from typing import Any, Literal
 import numpy as np
 
 from gradlog.plugin import Plugin, PluginAbort, SkipStep
-from gradlog.plugin.adapter import to_numpy
 
 
 @dataclass
@@ -92,7 +91,7 @@ class NanGuard(Plugin):
     def on_before_optimizer_step(self, run: Any) -> None:
         arrival = list(self._arrival)
         self._arrival.clear()  # in place: the hooks hold this list
-        bad = _nonfinite([(n, to_numpy(p.grad)) for n, p in self._params
+        bad = _nonfinite([(n, run.engine.to_numpy(p.grad)) for n, p in self._params
                           if p.grad is not None])
         if not bad:
             self.consecutive = 0

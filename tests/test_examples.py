@@ -1,5 +1,6 @@
-"""The files in examples/ run as their docstrings say: one through ``gradlog train FILE.py``,
-one as a script using ``gl.watch`` in its own loop."""
+"""The files in examples/ run as their docstrings say: through ``gradlog train FILE.py`` or
+as a script using ``gl.watch`` in its own loop, on gradlog's engine and on PyTorch (those
+skipped without torch)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import importlib.util
 import io
 from pathlib import Path
 
+import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from gradlog.train import TrainOptions, train
@@ -45,3 +47,35 @@ def test_the_own_loop_example_trains_and_logs(tmp_path):
     steps = [s for s, _ in _scalars(logdir, "train/loss")]
     assert steps == list(range(len(steps))) and len(steps) == 3 * 24
     assert _scalars(logdir, "grad-clip/norm_before") and _scalars(logdir, "val/acc")
+
+
+def test_gradlog_train_runs_the_pytorch_example(tmp_path):
+    pytest.importorskip("torch").set_num_threads(1)  # small convolutions: threads contend
+    config = tmp_path / "tiny.toml"
+    config.write_text("[train]\ntrain_size = 1200\nval_size = 128\ntwo_object_size = 16\n")
+    run_dir = tmp_path / "torch-run"
+    code = train(TrainOptions(example=str(EXAMPLES / "torch_cnn.py"), logdir=str(run_dir),
+                              epochs=2, lr=1e-2, config_file=str(config), quiet=True),
+                 out=io.StringIO())
+    assert code == 0
+    assert [s for s, _ in _scalars(run_dir, "train/loss")] == list(range(38))
+    assert _scalars(run_dir, "val/acc")[-1][1] > 0.5
+    acc = EventAccumulator(str(run_dir), size_guidance={"images": 0})
+    acc.Reload()
+    assert acc.Tags()["images"] == ["gradcam/8"]  # the default plugins, on torch
+    assert sorted(run_dir.glob("checkpoint-*.npz"))
+
+
+def test_the_pytorch_loop_example_trains_and_logs(tmp_path):
+    pytest.importorskip("torch").set_num_threads(1)
+    spec = importlib.util.spec_from_file_location("torch_loop", EXAMPLES / "torch_loop.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    logdir = tmp_path / "torch-loop"
+    losses = module.main(epochs=2, n=640, logdir=str(logdir))
+    assert losses[1] < losses[0]  # it trains (accuracy needs more steps than a test allows)
+    steps = [s for s, _ in _scalars(logdir, "train/loss")]
+    assert steps == list(range(2 * 10))
+    assert _scalars(logdir, "val/acc")
+    for tag in ("grad-clip/norm_before", "grad-norm/global", "adversarial/robust_acc"):
+        assert _scalars(logdir, tag), tag

@@ -1,11 +1,12 @@
 """The plugin contract: ``Plugin``, the ``Run`` plugins see, discovery, and control flow.
 
-The contract is in ``base.py`` (what a plugin declares), ``run.py`` (what it gets),
-``registrar.py`` (how it hooks in), ``dispatch.py`` (ordering and the failure policy),
-``options.py`` (typed options and the ``-p`` grammar) and ``discovery.py`` (entry points).
+The contract is in ``base.py`` (what a plugin declares), ``run.py`` (the run) and ``view.py``
+(each plugin's own view of it), ``registrar.py`` (how it hooks in), ``dispatch.py``
+(ordering), ``policy.py`` (the one invocation path and the failure policy), ``passes.py``
+(internal passes), ``options.py`` (typed options and the ``-p`` grammar) and
+``discovery.py`` (entry points). What differs between engines is in ``gradlog.engines``.
 """
 
-from .adapter import to_numpy
 from .base import EVENTS, Plugin
 from .discovery import GROUP, PluginInfo, discover, load, resolve_plugins
 from .errors import (
@@ -18,8 +19,9 @@ from .errors import (
 )
 from .options import parse_spec
 from .run import Run
+from .view import PluginRun
 from .watch import watch
 
-__all__ = ["Plugin", "Run", "EVENTS", "GROUP", "PluginInfo", "discover", "load",
-           "resolve_plugins", "parse_spec", "watch", "to_numpy", "PluginAbort", "SkipStep",
+__all__ = ["Plugin", "Run", "PluginRun", "EVENTS", "GROUP", "PluginInfo", "discover", "load",
+           "resolve_plugins", "parse_spec", "watch", "PluginAbort", "SkipStep",
            "StopTraining", "PluginError", "PluginConfigError", "PluginLoadError"]

@@ -1,27 +1,23 @@
-"""Event dispatch: deterministic order, keyword subsets, timing, and the failure policy.
+"""Event dispatch: deterministic order, keyword subsets, and each call made through
+``invoke`` under the run's failure policy (see ``policy.py``).
 
-Order is ``(plugin.order, enabling index)``. An observer's exception is reported (warning and
-a ``plugins/errors`` text summary naming plugin, event and step) and the observer is disabled,
-its hooks removed, after ``max_failures`` consecutive failures; training goes on. A mutator's
-exception (or any plugin's, when strict) stops the run with a ``PluginError``.
+Order is ``(plugin.order, enabling index)``. Each plugin receives its own view of the run as
+``run`` (``view.py``).
 """
 
 from __future__ import annotations
 
-import time
-import traceback
-import warnings
 from typing import Any
 
-from . import adapter
 from .base import EVENTS, event_kwargs
-from .errors import CONTROL_FLOW, PluginError
+from .policy import FailurePolicy, invoke
 
-__all__ = ["Slot", "Dispatcher"]
+__all__ = ["Slot", "Dispatcher", "Replacements"]
 
 
 class Slot:
-    """The framework's record of one enabled plugin."""
+    """The framework's record of one enabled plugin: its state in the run, its registrar,
+    its generator and its view of the run."""
 
     def __init__(self, plugin: Any, index: int) -> None:
         self.plugin = plugin
@@ -35,77 +31,95 @@ class Slot:
         self.seconds = 0.0      # time spent since the last telemetry point
         self.registrar: Any = None
         self.generator: Any = None
+        self.drawing: Any = None  # the generator object to draw from inside its internal pass
+        self.view: Any = None
         self.methods: dict[str, Any] = {}
         for event in EVENTS:
             method = getattr(plugin, event, None)
             if method is not None:
                 self.methods[event] = (method, event_kwargs(method, event))
 
+    @property
+    def rng(self) -> Any:
+        return self.drawing if self.drawing is not None else self.generator
 
-def _unlike(value: Any, replacement: Any) -> str | None:
+    def disable(self) -> None:
+        """Stop calling the plugin and remove its hooks."""
+        self.enabled = False
+        if self.registrar is not None:
+            self.registrar.remove_all()
+
+
+class Replacements:
+    """Which plugins replaced a value (a batch, a gradient, an activation) in the current
+    batch: what to suspect when the step then fails outside any plugin."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, None] = {}
+
+    def note(self, slot: Slot, where: str) -> None:
+        self._seen[f"plugin '{slot.name}' ({where})"] = None
+
+    def clear(self) -> None:
+        self._seen = {}
+
+    def __iter__(self) -> Any:
+        return iter(list(self._seen))
+
+
+def _unlike(value: Any, replacement: Any, is_tensor: Any) -> str | None:
     """Why ``replacement`` cannot stand in for ``value`` (a tuple or list keeps its length and
     its tensors stay tensors; sizes may change), or None."""
     def what(v: Any) -> str:
         if isinstance(v, (tuple, list)):
             return f"a {type(v).__name__} of {len(v)}"
-        return "a tensor" if adapter.is_tensor(v) else f"a {type(v).__name__}"
+        return "a tensor" if is_tensor(v) else f"a {type(v).__name__}"
 
     if isinstance(value, (tuple, list)):
         if not isinstance(replacement, (tuple, list)) or len(replacement) != len(value):
             return f"expected {what(value)}, got {what(replacement)}"
         for i, (v, r) in enumerate(zip(value, replacement)):
-            if adapter.is_tensor(v) and not adapter.is_tensor(r):
+            if is_tensor(v) and not is_tensor(r):
                 return f"element {i}: expected a tensor, got {what(r)}"
         return None
-    if adapter.is_tensor(value) and not adapter.is_tensor(replacement):
+    if is_tensor(value) and not is_tensor(replacement):
         return f"expected a tensor, got {what(replacement)}"
     return None
 
 
 class Dispatcher:
-    def __init__(self, run: Any, slots: list[Slot], *, strict: bool, max_failures: int) -> None:
-        self.run = run
+    """Fires events at the enabled plugins in order, each under ``policy``."""
+
+    def __init__(self, slots: list[Slot], policy: FailurePolicy, replacements: Replacements,
+                 is_tensor: Any) -> None:
         self.slots = sorted(slots, key=lambda s: (s.order, s.index))
-        self.strict = strict
-        self.max_failures = max_failures
+        self.policy = policy
+        self.replacements = replacements
+        self.is_tensor = is_tensor
 
-    def active(self) -> list[Slot]:
-        return [s for s in self.slots if s.enabled]
+    def listens(self, *events: str) -> bool:
+        """Whether an enabled plugin implements one of ``events``."""
+        return any(s.enabled and e in s.methods for s in self.slots for e in events)
 
-    def call(self, slot: Slot, event: str, kwargs: dict) -> Any:
-        """Call one plugin's event method (if it has one) under the failure policy."""
+    def call(self, slot: Slot, event: str, kwargs: dict, policy: FailurePolicy | None = None,
+             *, disabled_too: bool = False) -> Any:
+        """Call one plugin's event method, if it has one (and is enabled, unless
+        ``disabled_too``), with its view of the run as ``run``."""
         entry = slot.methods.get(event)
-        if entry is None or not slot.enabled:
+        if entry is None or not (slot.enabled or disabled_too):
             return None
         method, names = entry
+        kwargs = {**kwargs, "run": slot.view}
         args = kwargs if names is None else {n: kwargs[n] for n in names}
-        run = self.run
-        prev = run._active
-        run._active = slot
-        start = time.perf_counter()
-        try:
-            result = method(**args)
-            if slot.failures and (result is None or slot.kind == "mutator"):
-                slot.failures.pop(event, None)  # (an observer's return value is a failure)
-            return result
-        except CONTROL_FLOW:
-            raise
-        except Exception as exc:  # noqa: BLE001  (the failure policy decides)
-            self.failed(slot, event, exc)
-            return None
-        finally:
-            slot.seconds += time.perf_counter() - start
-            run._active = prev
+        return invoke(slot, event, method, kwargs=args, policy=policy or self.policy)
 
     def fire(self, event: str, **kwargs: Any) -> None:
-        kwargs["run"] = self.run
         for slot in self.slots:
             if slot.enabled and event in slot.methods:
                 self.call(slot, event, kwargs)
 
     def fire_chain(self, event: str, key: str, value: Any, **kwargs: Any) -> Any:
         """Fire ``event``; a mutator may return a replacement for ``kwargs[key]``."""
-        kwargs["run"] = self.run
         for slot in self.slots:
             if not (slot.enabled and event in slot.methods):
                 continue
@@ -113,60 +127,19 @@ class Dispatcher:
             result = self.call(slot, event, kwargs)
             if result is None:
                 continue
-            if slot.kind != "mutator":
-                self.failed(slot, event, TypeError(
-                    f"an observer's {event} must return None, got {type(result).__name__}"))
-                continue
-            problem = _unlike(value, result)
+            problem = _unlike(value, result, self.is_tensor)
             if problem:
-                self.failed(slot, event, TypeError(
+                self.policy.failed(slot, event, TypeError(
                     f"{event} must return None or a replacement shaped like its {key}: "
                     f"{problem}"))
                 continue
-            self.run._note_replacement(slot, event)
+            self.replacements.note(slot, event)
             value = result
         return value
 
     def fire_exception(self, error: BaseException, slots: list[Slot] | None = None) -> None:
-        """``on_exception`` for every plugin (or those of ``slots``); their own errors are
-        reported, not raised."""
-        run = self.run
+        """``on_exception`` for every plugin (or those of ``slots``), disabled ones too; their
+        own errors are warnings, never raised."""
+        quiet = FailurePolicy(warn_only=True)
         for slot in self.slots if slots is None else slots:
-            entry = slot.methods.get("on_exception")
-            if entry is None:
-                continue
-            method, names = entry
-            kwargs = {"run": run, "error": error}
-            try:
-                method(**(kwargs if names is None else {n: kwargs[n] for n in names}))
-            except Exception as exc:  # noqa: BLE001
-                warnings.warn(f"plugin '{slot.name}' failed in on_exception: "
-                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
-
-    def failed(self, slot: Slot, where: str, exc: BaseException) -> None:
-        """Apply the failure policy to ``slot``'s exception raised in ``where``."""
-        if isinstance(exc, CONTROL_FLOW):
-            raise exc
-        step = self.run.step
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        if self.strict or slot.kind == "mutator":
-            raise PluginError(slot.name, where, step, exc, tb) from exc
-        # NOTE: "in a row" counts the calls of one event or hook kind: a hook that fails at
-        # every step is disabled even if the plugin's other events succeed in between.
-        failures = slot.failures[where] = slot.failures.get(where, 0) + 1
-        slot.total_failures += 1
-        disable = failures >= self.max_failures
-        note = (f" (failure {failures} in a row; disabled after {self.max_failures}, its "
-                "hooks removed)" if disable else
-                f" (failure {failures} in a row of {self.max_failures} allowed)")
-        message = (f"plugin '{slot.name}' (observer) failed in {where} at step {step}: "
-                   f"{type(exc).__name__}: {exc}{note}")
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
-        self.run._record_error(slot, where, message, tb)
-        if disable:
-            self.disable(slot)
-
-    def disable(self, slot: Slot) -> None:
-        slot.enabled = False
-        if slot.registrar is not None:
-            slot.registrar.remove_all()
+            self.call(slot, "on_exception", {"error": error}, quiet, disabled_too=True)

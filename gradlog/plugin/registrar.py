@@ -1,19 +1,20 @@
 """The scoped hook registrar (``run.hooks``): plugins register tensor, module and optimizer
-hooks through it, with PyTorch's method names. It keeps every handle, so nothing stays
-registered when the run ends or the plugin is disabled, and it wraps each hook so that
+hooks through it, with PyTorch's method names (the same on every engine). It keeps every
+handle, so nothing stays registered when the run ends or the plugin is disabled, and it wraps
+each hook so that
 
 * other plugins' internal passes (Grad-CAM probes, attack steps) do not reach it,
-* an exception is handled by the failure policy (observers isolated, mutators fatal),
-* an observer's hook returns nothing (a returned value is reported as a failure),
-* its time counts towards the plugin's ``ms_per_step``.
+* it is called through ``invoke`` under the run's failure policy, as events are: an exception
+  or an observer's returned value is the plugin's failure, and its time counts towards the
+  plugin's ``ms_per_step``.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from .errors import PluginConfigError
+from .policy import FailurePolicy, invoke
 
 __all__ = ["HookRegistrar"]
 
@@ -21,9 +22,14 @@ __all__ = ["HookRegistrar"]
 class HookRegistrar:
     """One plugin's hooks on the run's model, tensors and optimizer."""
 
-    def __init__(self, run: Any, slot: Any) -> None:
-        self._run = run
+    def __init__(self, slot: Any, *, model: Any, optimizer: Any, passes: Any,
+                 policy: FailurePolicy, replacements: Any) -> None:
         self._slot = slot
+        self._model = model
+        self._optimizer_obj = optimizer
+        self._passes = passes
+        self._policy = policy
+        self._replacements = replacements
         self._handles: list = []
 
     def __len__(self) -> int:
@@ -48,42 +54,24 @@ class HookRegistrar:
     def _module(self, module: Any) -> Any:
         if isinstance(module, str):
             try:
-                return self._run.model.get_submodule(module)
+                return self._model.get_submodule(module)
             except AttributeError:
-                names = [n for n, _ in self._run.model.named_modules() if n]
+                names = [n for n, _ in self._model.named_modules() if n]
                 raise PluginConfigError(
                     f"plugin '{self._slot.name}': the model has no module '{module}'; its "
                     f"modules are: {', '.join(names) or '(none)'}") from None
         return module
 
     def _wrap(self, fn: Any, what: str) -> Any:
-        run, slot = self._run, self._slot
+        slot, passes, policy, replacements = (self._slot, self._passes, self._policy,
+                                              self._replacements)
 
         def hook(*args: Any, **kwargs: Any) -> Any:
-            owner = run._internal
-            if owner is not None and owner is not slot:
-                return None  # another plugin's internal pass
-            if not slot.enabled:
-                return None
-            prev = run._active
-            run._active = slot
-            start = time.perf_counter()
-            try:
-                result = fn(*args, **kwargs)
-            except Exception as exc:  # noqa: BLE001  (the failure policy decides)
-                run._dispatcher.failed(slot, what, exc)
-                return None
-            finally:
-                slot.seconds += time.perf_counter() - start
-                run._active = prev
+            if not slot.enabled or passes.hides(slot):
+                return None  # disabled, or another plugin's internal pass
+            result = invoke(slot, what, fn, args, kwargs, policy=policy)
             if result is not None:
-                if slot.kind == "observer":
-                    run._dispatcher.failed(slot, what, TypeError(
-                        f"an observer's {what} must return None, got {type(result).__name__}"))
-                    return None
-                run._note_replacement(slot, what)
-            if slot.failures:
-                slot.failures.pop(what, None)
+                replacements.note(slot, what)
             return result
 
         # the engine's checks of a returned value name the hook: this names the plugin too
@@ -128,7 +116,7 @@ class HookRegistrar:
             self._wrap(fn, "optimizer step post-hook")))
 
     def _optimizer(self) -> Any:
-        opt = self._run.optimizer
+        opt = self._optimizer_obj
         if opt is None:
             raise PluginConfigError(f"plugin '{self._slot.name}' needs an optimizer, but the run "
                                     "has none (pass it to gl.watch(model, optimizer))")

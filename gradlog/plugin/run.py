@@ -1,24 +1,26 @@
-"""The ``Run``: what plugins see (model, optimizer, writer, step, epoch, phase, probe sets,
-logging, the scoped hook registrar, internal passes) and the event driver shared by
-``gradlog train`` and ``gl.watch``.
+"""The ``Run``: one training run with plugins attached, and the event driver shared by
+``gradlog train`` and ``gl.watch``. Each plugin sees it through its own ``PluginRun``
+(``view.py``); what differs between engines is asked of ``run.engine``.
 
 ``run.step`` counts completed optimizer steps and starts at 0: everything about batch k is
-logged at step k; the counter moves to k + 1 when batch k ends.
+logged at step k; the counter moves to k + 1 when batch k ends. Without an optimizer, each
+backward pass into the model's parameters is a step.
 """
 
 from __future__ import annotations
 
-import contextlib
+import dataclasses
+import warnings
 import zlib
-from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
-from . import adapter
-from .dispatch import Dispatcher, Slot
-from .errors import CONTROL_FLOW, PluginConfigError, PluginError, SkipStep
+from ..engines import engine_for
+from .dispatch import Dispatcher, Replacements, Slot
+from .errors import PluginConfigError, SkipStep
+from .passes import InternalPasses
+from .policy import FailurePolicy, invoke
 from .registrar import HookRegistrar
+from .view import PluginRun
 
 __all__ = ["Run"]
 
@@ -32,16 +34,18 @@ class Run:
     ``run.validation_end(metrics)``; log with ``run.log_scalar(tag, value)``.
     Each plugin's ``plugins/<name>/ms_per_step`` is logged every ``telemetry_every`` steps and
     at each epoch end (``telemetry_every=0`` turns it off, as ``PluginHarness`` does).
+    The engine (``run.engine``) is chosen from the model's type unless given.
     """
 
     def __init__(self, model: Any, optimizer: Any = None, writer: Any = None, *,
                  plugins: Any = (), strict: bool = False, max_failures: int = 3,
                  probe_sets: dict | None = None, config: dict | None = None, seed: int = 0,
                  auto_batches: bool = True, telemetry_every: int = 50,
-                 owns_writer: bool = True) -> None:
+                 owns_writer: bool = True, engine: Any = None) -> None:
         self.model = model
         self.optimizer = optimizer
         self.writer = writer
+        self.engine = engine if engine is not None else engine_for(model)
         self.step = 0
         self.epoch = 0
         self.phase = "train"
@@ -54,19 +58,21 @@ class Run:
         self._auto_batches = auto_batches
         self._telemetry_every = telemetry_every
         self._steps_since_telemetry = 0
-        self._active: Slot | None = None
-        self._internal: Slot | None = None
         names = [p.name for p in plugins]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise PluginConfigError(f"plugin '{dupes[0]}' is enabled twice")
+        self._passes = InternalPasses(self)
+        self._replacements = Replacements()
+        self._policy = FailurePolicy(strict=strict, max_failures=max_failures,
+                                     report=self._record_error, step=lambda: self.step)
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
-        self._dispatcher = Dispatcher(self, slots, strict=strict, max_failures=max_failures)
+        self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
+                                      self.engine.is_tensor)
         self._framework_handles: list = []
         self._in_batch = False
         self._stepped = False
         self._metrics: dict = {}
-        self._replaced: dict[str, None] = {}  # which plugins replaced values in this batch
         self._state = "new"
 
     # -- what plugins use ----------------------------------------------------------------
@@ -83,25 +89,34 @@ class Run:
 
     @property
     def hooks(self) -> HookRegistrar:
-        """The calling plugin's scoped hook registrar."""
-        return self._current("run.hooks").registrar
+        """Plugins only: each plugin's ``run.hooks`` is its own registrar."""
+        raise self._plugins_only("run.hooks")
 
     @property
     def rng(self) -> Any:
-        """The calling plugin's own seeded generator (never the global stream)."""
-        return self._current("run.rng").generator
+        """Plugins only: each plugin's ``run.rng`` is its own seeded generator."""
+        raise self._plugins_only("run.rng")
 
-    def _current(self, what: str) -> Slot:
-        if self._active is None:
-            raise RuntimeError(f"{what} is available to plugins inside their setup, events and "
-                               "hooks only")
-        return self._active
+    def internal_pass(self, kind: str) -> Any:
+        """Plugins only: a plugin's own forward/backward passes (probes, attacks) inside
+        ``with run.internal_pass(kind):`` are invisible to other plugins; the model's
+        train/eval modes, its buffers, the parameters' ``.grad`` and the global random state
+        are restored afterwards, and the global random functions draw from the plugin's own
+        generator."""
+        raise self._plugins_only("run.internal_pass")
 
-    def log_scalar(self, tag: str, value: Any, step: int | None = None) -> None:
+    @staticmethod
+    def _plugins_only(what: str) -> RuntimeError:
+        return RuntimeError(f"{what} is available to plugins only, through the run passed to "
+                            "their setup, events and hooks")
+
+    def log_scalar(self, tag: str, value: Any, step: int | None = None, *,
+                   metric: bool = True) -> None:
         """Log a scalar at ``step`` (default: the current step). Values logged from your own
-        loop also reach the plugins' ``on_batch_end(metrics)``."""
-        v = float(adapter.to_numpy(value))
-        if self._active is None:
+        loop (``metric=True``) also reach the plugins' ``on_batch_end(metrics)``; a plugin's
+        own scalars do not."""
+        v = float(self.engine.to_numpy(value))
+        if metric:
             self._metrics[tag] = v
         if self.writer is not None:
             self.writer.add_scalar(tag, v, self.step if step is None else step)
@@ -109,54 +124,18 @@ class Run:
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow") -> None:
         if self.writer is not None:
-            self.writer.add_histogram(tag, adapter.to_numpy(values),
+            self.writer.add_histogram(tag, self.engine.to_numpy(values),
                                       self.step if step is None else step, bins=bins)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW") -> None:
         if self.writer is not None:
-            self.writer.add_image(tag, adapter.to_numpy(image),
+            self.writer.add_image(tag, self.engine.to_numpy(image),
                                   self.step if step is None else step, dataformats=dataformats)
 
     def log_text(self, tag: str, text: str, step: int | None = None) -> None:
         if self.writer is not None:
             self.writer.add_text(tag, text, self.step if step is None else step)
-
-    @contextlib.contextmanager
-    def internal_pass(self, kind: str) -> Iterator[None]:
-        """A plugin's own forward/backward passes (probes, attacks) inside this block are
-        invisible to other plugins; the model's train/eval modes, its buffers, the parameters'
-        ``.grad`` and the global random state are restored afterwards, and the global random
-        functions draw from the plugin's own generator."""
-        owner = self._current("run.internal_pass")
-        if self._internal is not None:
-            yield
-            return
-        model = self.model
-        modes = [(m, m.training) for m in model.modules()]
-        buffers = [(m, name, b, np.array(adapter.to_numpy(b)))
-                   for m in model.modules() for name, b in m.named_buffers(recurse=False)]
-        params = list(model.parameters())
-        grads = [p.grad for p in params]
-        for p in params:
-            p.grad = None
-        rng_state = adapter.random_state()
-        phase = self.phase
-        self._internal, self.phase = owner, kind
-        try:
-            with adapter.use_generator(owner.generator):
-                yield
-        finally:
-            self._internal, self.phase = None, phase
-            for p, g in zip(params, grads):
-                p.grad = g
-            for m, mode in modes:
-                m.training = mode
-            for m, name, b, saved in buffers:
-                setattr(m, name, b)
-                with adapter.no_grad():
-                    b.copy_(adapter.from_numpy(saved))
-            adapter.set_random_state(rng_state)
 
     # -- lifecycle (used by gl.watch and gradlog train) ------------------------------------
     def start(self) -> Run:
@@ -165,15 +144,22 @@ class Run:
             raise RuntimeError(f"this run was already started ({self._state})")
         self._state = "running"
         for slot in self._dispatcher.slots:
-            slot.registrar = HookRegistrar(self, slot)
+            slot.registrar = HookRegistrar(
+                slot, model=self.model, optimizer=self.optimizer, passes=self._passes,
+                policy=self._policy, replacements=self._replacements)
+            slot.view = PluginRun(self, slot, self._passes)
             if slot.generator is None:  # not already restored by load_state_dict
-                slot.generator = adapter.new_generator(
+                slot.generator = self.engine.new_generator(
                     (self.seed * 1_000_003 + zlib.crc32(slot.name.encode())) % (2 ** 63))
+        # one failure in setup disables an observer; a configuration error is the user's
+        setup_policy = dataclasses.replace(self._policy, max_failures=1,
+                                           passes_through=(PluginConfigError,))
         set_up: list[Slot] = []
         try:
             self._attach_framework_hooks()
             for slot in self._dispatcher.slots:
-                self._setup(slot)
+                invoke(slot, "setup", slot.plugin.setup, kwargs={"run": slot.view},
+                       policy=setup_policy)
                 set_up.append(slot)
             self._dispatcher.fire("on_train_start")
         except BaseException as exc:
@@ -188,31 +174,30 @@ class Run:
             raise
         return self
 
-    def _setup(self, slot: Slot) -> None:
-        prev, self._active = self._active, slot
-        try:
-            slot.plugin.setup(run=self)
-        except (PluginConfigError, *CONTROL_FLOW):
-            raise
-        except Exception as exc:  # noqa: BLE001
-            if self.strict or slot.kind == "mutator":
-                raise PluginError(slot.name, "setup", self.step, exc) from exc
-            self._dispatcher.max_failures, saved = 1, self._dispatcher.max_failures
-            try:
-                self._dispatcher.failed(slot, "setup", exc)
-            finally:
-                self._dispatcher.max_failures = saved
-        finally:
-            self._active = prev
-
     def _attach_framework_hooks(self) -> None:
         keep = self._framework_handles.append
         if self.optimizer is not None:
             keep(self.optimizer.register_step_pre_hook(self._on_step_pre))
             keep(self.optimizer.register_step_post_hook(self._on_step_post))
-        keep(adapter.on_backward_end(self._on_backward_end))
+        else:
+            self._warn_no_optimizer()
+        # Pay only for what is used: the end-of-backward signal costs a hook per parameter.
+        if self.optimizer is None or self._dispatcher.listens("on_after_backward"):
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            keep(self.engine.on_backward_end(params, self._on_backward_end))
         if self._auto_batches:
             keep(self.model.register_forward_pre_hook(self._on_root_forward))
+
+    def _warn_no_optimizer(self) -> None:
+        unused = [s.name for s in self._dispatcher.slots
+                  if {"on_before_optimizer_step", "on_after_optimizer_step"} & set(s.methods)]
+        message = ("gl.watch without an optimizer: each backward pass into the model's "
+                   "parameters counts as a step; on_before_optimizer_step and "
+                   "on_after_optimizer_step never fire")
+        if unused:
+            message += f" (plugins that use them: {', '.join(unused)})"
+        warnings.warn(message + "; pass the optimizer to gl.watch(model, optimizer) for "
+                      "optimizer steps", UserWarning, stacklevel=5)  # gl.watch's caller
 
     def finish(self, error: BaseException | None = None) -> None:
         """End the run: ``on_train_end`` (or ``on_exception``), remove every hook, close the
@@ -243,16 +228,13 @@ class Run:
                 self.writer.close()
 
     def _detach_all(self) -> None:
+        quiet = FailurePolicy(warn_only=True)
         for slot in self._dispatcher.slots:
             if slot.registrar is not None:
                 slot.registrar.remove_all()
             if slot.enabled and self._state != "new":
-                try:
-                    slot.plugin.teardown(run=self)
-                except Exception as exc:  # noqa: BLE001
-                    import warnings
-                    warnings.warn(f"plugin '{slot.name}' failed in teardown: {exc}",
-                                  RuntimeWarning, stacklevel=2)
+                invoke(slot, "teardown", slot.plugin.teardown, kwargs={"run": slot.view},
+                       policy=quiet)
         for h in self._framework_handles:
             h.remove()
         self._framework_handles.clear()
@@ -269,7 +251,7 @@ class Run:
         if self._in_batch:
             self.end_batch()
         self._in_batch, self._stepped = True, False
-        self._replaced = {}
+        self._replacements.clear()
         return self._dispatcher.fire_chain("on_batch_start", "batch", batch)
 
     def end_batch(self, metrics: dict | None = None) -> None:
@@ -311,15 +293,15 @@ class Run:
             self.end_batch()
         if log:
             for tag, value in metrics.items():
-                if isinstance(value, (int, float)) or adapter.is_tensor(value):
+                if isinstance(value, (int, float)) or self.engine.is_tensor(value):
                     self.log_scalar(tag, value)
             self._metrics = {}
         self._dispatcher.fire("on_validation_end", metrics=dict(metrics))
 
     # -- the framework's hooks ---------------------------------------------------------------
     def _on_root_forward(self, module: Any, args: tuple) -> Any:
-        if (self._internal is not None or self.phase != "train" or not module.training
-                or not adapter.is_grad_enabled()):
+        if (self._passes.owner is not None or self.phase != "train" or not module.training
+                or not self.engine.is_grad_enabled()):
             return None
         if self._in_batch and not self._stepped:
             return None
@@ -329,11 +311,19 @@ class Run:
         return new if isinstance(new, tuple) else (new,)
 
     def _on_backward_end(self) -> None:
-        if self._internal is None and self._in_batch and self.phase == "train":
+        """A backward pass accumulated into this run's parameters."""
+        if self._passes.owner is not None or self.phase != "train":
+            return
+        if self.optimizer is None:  # no optimizer: a backward pass is a step
+            if not self._in_batch:
+                self._in_batch, self._stepped = True, False
+            self._dispatcher.fire("on_after_backward")
+            self._stepped = True
+        elif self._in_batch:
             self._dispatcher.fire("on_after_backward")
 
     def _on_step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if self._internal is not None:
+        if self._passes.owner is not None:
             return None
         if not self._in_batch:
             self._in_batch, self._stepped = True, False
@@ -347,20 +337,17 @@ class Run:
         return None
 
     def _on_step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if self._internal is not None:
+        if self._passes.owner is not None:
             return None
         self._dispatcher.fire("on_after_optimizer_step")
         self._stepped = True
         return None
 
     # -- reporting -------------------------------------------------------------------------
-    def _note_replacement(self, slot: Slot, where: str) -> None:
-        self._replaced[f"plugin '{slot.name}' ({where})"] = None
-
     def replaced_values(self) -> list[str]:
         """Which mutators replaced a value (batch, gradient, activation...) in the current
         batch: what to suspect when the step then fails outside any plugin."""
-        return list(self._replaced)
+        return list(self._replacements)
 
     def _record_error(self, slot: Slot, where: str, message: str, tb: str) -> None:
         if self.writer is not None:
@@ -385,7 +372,7 @@ class Run:
         return {
             "step": self.step, "epoch": self.epoch, "skipped_steps": self.skipped_steps,
             "plugins": {s.name: s.plugin.state_dict() for s in self._dispatcher.slots},
-            "generators": {s.name: adapter.to_numpy(s.generator.get_state()).copy()
+            "generators": {s.name: self.engine.generator_state(s.generator)
                            for s in self._dispatcher.slots if s.generator is not None},
         }
 
@@ -399,8 +386,8 @@ class Run:
             gen = state.get("generators", {}).get(s.name)
             if gen is not None:
                 if s.generator is None:  # restored before start(), as gradlog train resumes
-                    s.generator = adapter.new_generator(0)
-                s.generator.set_state(gen)
+                    s.generator = self.engine.new_generator(0)
+                self.engine.set_generator_state(s.generator, gen)
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> Run:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..autograd.random import initial_seed
+from ..engines import engine_for
 from .discovery import resolve_plugins
 from .options import load_config
 from .run import Run
@@ -16,6 +16,10 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
           strict: bool = False, config: Any = None, probe_sets: dict | None = None,
           max_failures: int = 3, writer: Any = None) -> Run:
     """Attach plugins to ``model`` and ``optimizer`` and log to TensorBoard in ``logdir``.
+
+    ``model`` is a ``gradlog.nn.Module`` or a ``torch.nn.Module`` (with a
+    ``torch.optim.Optimizer``): the engine is chosen from its type. Without an optimizer, each
+    backward pass into the model's parameters counts as a step (with a warning).
 
     Args:
         plugins: ``-p``-style strings (``"grad-clip:max_norm=1.0"``), plugin classes or
@@ -31,6 +35,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
+    engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
     enabled = resolve_plugins(plugins, config=cfg)
     owns = writer is None
@@ -39,7 +44,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         writer = SummaryWriter(log_dir=logdir)
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
-              seed=initial_seed(), owns_writer=owns)
+              seed=engine.initial_seed(), owns_writer=owns, engine=engine)
     try:
         run.start()
     except BaseException:

@@ -10,7 +10,6 @@ import pytest
 from gradlog_plugins.grad_clip import GradClip
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import from_numpy, no_grad, to_numpy
 from gradlog.testing import PluginHarness
 
 torch = pytest.importorskip("torch")
@@ -31,10 +30,10 @@ class SetGrads(Plugin):
     def on_before_optimizer_step(self, run):
         rng = np.random.default_rng(self.seed + run.step)
         given = {}
-        with no_grad():
+        with run.engine.no_grad():
             for name, p in run.model.named_parameters():
                 g = (rng.standard_normal(tuple(p.shape)) * self.scale).astype(np.float32)
-                p.grad.copy_(from_numpy(g))
+                p.grad.copy_(run.engine.from_numpy(g))
                 given[name] = g
         self.given.append(given)
 
@@ -51,6 +50,7 @@ class FinalGrads(Plugin):
 
     def on_before_optimizer_step(self, run):
         named = list(run.model.named_parameters())
+        to_numpy = run.engine.to_numpy
         self.final.append({n: to_numpy(p.grad).copy() for n, p in named})
         self.weights.append({n: to_numpy(p).copy() for n, p in named})
 

@@ -13,7 +13,6 @@ from tensorboard.backend.event_processing.event_file_loader import RawEventFileL
 from tensorboard.compat.proto.event_pb2 import Event
 
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import from_numpy, no_grad, to_numpy
 from gradlog.testing import PluginHarness
 
 
@@ -29,7 +28,7 @@ class ScaleGrads(Plugin):
         self.factor = factor
 
     def on_before_optimizer_step(self, run):
-        with no_grad():
+        with run.engine.no_grad():
             for p in run.model.parameters():
                 if p.grad is not None:
                     p.grad.mul_(self.factor)
@@ -79,14 +78,15 @@ class PoisonParamGrad(Plugin):
     def _hook(self, grad):
         if self.run.step not in self.steps:
             return None
-        arr = np.array(to_numpy(grad))
+        arr = np.array(self.run.engine.to_numpy(grad))
         arr.reshape(-1)[0] = self.value
-        return from_numpy(arr, like=grad)
+        return self.run.engine.from_numpy(arr, like=grad)
 
 
 class Recorder(Plugin):
     """Records copies of parameters, gradients and optimizer state around each step
-    (order 200: after every built-in plugin)."""
+    (order 200: after every built-in plugin); with ``count_hooks``, the hooks on the model
+    beyond those the run held when training started."""
 
     name = "test-recorder"
     kind = "observer"
@@ -99,33 +99,51 @@ class Recorder(Plugin):
         self._count = count_hooks
 
     def _params(self, run):
-        return {n: np.array(to_numpy(p)) for n, p in run.model.named_parameters()}
+        return {n: np.array(run.engine.to_numpy(p)) for n, p in run.model.named_parameters()}
 
     def _opt_state(self, run):
         out = {}
         for n, p in run.model.named_parameters():
             for key, value in run.optimizer.state.get(p, {}).items():
-                out[f"{n}:{key}"] = np.array(to_numpy(value))
+                out[f"{n}:{key}"] = np.array(run.engine.to_numpy(value))
         return out
 
     def _hooks(self, run):
-        from gradlog.utils.hooks import count_hooks
-        return count_hooks(run.model)
+        return run.engine.count_hooks(run.model)
+
+    def on_train_start(self, run):
+        self._framework_hooks = self._hooks(run)  # the run's own (end-of-backward signal)
 
     def on_batch_start(self, run, batch):
         self.before[run.step] = (self._params(run), self._opt_state(run))
-        self.batches[run.step] = np.array(to_numpy(batch[0]))
+        self.batches[run.step] = np.array(run.engine.to_numpy(batch[0]))
         if self._count:
-            self.hooks_at_start[run.step] = self._hooks(run)
+            self.hooks_at_start[run.step] = self._hooks(run) - self._framework_hooks
 
     def on_after_backward(self, run):
-        self.grads[run.step] = {n: np.array(to_numpy(p.grad))
+        self.grads[run.step] = {n: np.array(run.engine.to_numpy(p.grad))
                                 for n, p in run.model.named_parameters() if p.grad is not None}
 
     def on_batch_end(self, run):
         self.after[run.step] = (self._params(run), self._opt_state(run))
         if self._count:
-            self.hooks_at_end[run.step] = self._hooks(run)
+            self.hooks_at_end[run.step] = self._hooks(run) - self._framework_hooks
+
+
+def same_model(lib, make, seed: int = 0):
+    """``make(nn)`` built on ``lib`` (gradlog or torch) with the weights gradlog's
+    initialisation gives after ``manual_seed(seed)``: the same model on both engines."""
+    import gradlog as gl
+    from gradlog.testing import copy_weights
+    gl.manual_seed(seed)
+    model = make(gl.nn)
+    return model if lib is gl else copy_weights(model, make(lib.nn))
+
+
+def hooks_on(model, optimizer=None) -> int:
+    """Hooks registered on ``model`` and ``optimizer``, on either engine."""
+    from gradlog.engines import engine_for
+    return engine_for(model).count_hooks(model, optimizer)
 
 
 def baseline_losses(steps: int, epochs: int = 1, **kwargs) -> list[float]:

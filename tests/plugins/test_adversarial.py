@@ -9,14 +9,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from gradlog_plugins.adversarial import Adversarial
+from plugin_test_helpers import same_model
 
 import gradlog as gl
-from gradlog import nn, optim
 from gradlog.data import DataLoader, Shapes, TensorDataset
 from gradlog.plugin import Plugin, PluginError, Run
-from gradlog.plugin.adapter import to_numpy
 from gradlog.plugin.errors import PluginConfigError
 from gradlog.testing import MemoryWriter, PluginHarness, tiny_model
+
+
+def to_numpy(t):
+    return np.asarray(t.detach().numpy() if hasattr(t, "detach") else t)
 
 
 class BatchSpy(Plugin):
@@ -34,6 +37,7 @@ class BatchSpy(Plugin):
         self.states: list[dict] = []
 
     def on_batch_start(self, run, batch):
+        to_numpy = run.engine.to_numpy
         self.x.append(to_numpy(batch[0]).copy())
         self.y.append(to_numpy(batch[1]).copy())
         self.states.append({k: to_numpy(v).copy() for k, v in run.model.state_dict().items()})
@@ -46,22 +50,23 @@ class BeforeSpy(BatchSpy):
     order = 25
 
 
-def spied(n_steps=3, plugins=(), **options):
+def spied(engine, n_steps=3, plugins=(), **options):
     before, after = BeforeSpy(), BatchSpy()
-    h = PluginHarness(Adversarial, plugins=[*plugins, before, after], **options).run(n_steps)
+    h = PluginHarness(Adversarial, plugins=[*plugins, before, after], engine=engine,
+                      **options).run(n_steps)
     assert h.handles_left() == 0
     return h, before, after
 
 
-def test_plain_fgsm_is_eps_times_the_sign_of_the_input_gradient():
-    h, before, after = spied(mode="fgsm", random_start=False, eps=0.05)
+def test_plain_fgsm_is_eps_times_the_sign_of_the_input_gradient(lib):
+    h, before, after = spied(lib.__name__, mode="fgsm", random_start=False, eps=0.05)
     for x, y, state, x_adv in zip(before.x, before.y, before.states, after.x):
-        model = tiny_model()
-        model.load_state_dict({k: gl.from_numpy(v) for k, v in state.items()})
+        model = tiny_model(lib.__name__)
+        model.load_state_dict({k: lib.from_numpy(v) for k, v in state.items()})
         model.eval()
-        xt = gl.from_numpy(x).requires_grad_(True)
-        loss = nn.functional.cross_entropy(model(xt), gl.from_numpy(y), reduction="sum")
-        (g,) = gl.autograd.grad(loss, [xt])
+        xt = lib.from_numpy(x).requires_grad_(True)
+        loss = lib.nn.functional.cross_entropy(model(xt), lib.from_numpy(y), reduction="sum")
+        (g,) = lib.autograd.grad(loss, [xt])
         g = to_numpy(g)
         expected = np.clip(x + 0.05 * np.sign(g), 0.0, 1.0)
         sure = np.abs(g) > 1e-6 * np.abs(g).max()           # signs that rounding cannot flip
@@ -70,8 +75,8 @@ def test_plain_fgsm_is_eps_times_the_sign_of_the_input_gradient():
         assert np.abs(x_adv - x).max() <= 0.05 + 1e-6
 
 
-def test_pgd_stays_in_the_eps_ball_and_the_valid_range_and_raises_the_loss():
-    h, before, after = spied(4, mode="pgd", eps=0.1, log_every=1)
+def test_pgd_stays_in_the_eps_ball_and_the_valid_range_and_raises_the_loss(engine):
+    h, before, after = spied(engine, 4, mode="pgd", eps=0.1, log_every=1)
     for x, x_adv in zip(before.x, after.x):
         assert np.abs(x_adv - x).max() <= 0.1 + 1e-6
         assert np.abs(x_adv - x).max() >= 0.05               # it did move
@@ -82,8 +87,8 @@ def test_pgd_stays_in_the_eps_ball_and_the_valid_range_and_raises_the_loss():
     assert all(a > c for a, c in zip(adv, clean))
 
 
-def test_ratio_replaces_that_fraction_of_each_batch():
-    _, before, after = spied(mode="fgsm", ratio=0.25)
+def test_ratio_replaces_that_fraction_of_each_batch(engine):
+    _, before, after = spied(engine, mode="fgsm", ratio=0.25)
     for x, x_adv in zip(before.x, after.x):
         changed = (x != x_adv).reshape(len(x), -1).any(axis=1)
         assert changed.sum() == 4                            # a quarter of 16
@@ -92,22 +97,23 @@ def test_ratio_replaces_that_fraction_of_each_batch():
     assert not np.array_equal(first, second)                 # a random subset each batch
 
 
-def test_the_attack_leaves_gradients_mode_and_random_state_as_they_were():
-    gl.manual_seed(0)
+def test_the_attack_leaves_gradients_mode_and_random_state_as_they_were(lib):
+    nn = lib.nn
+    lib.manual_seed(0)
     model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
                           nn.Dropout(0.5), nn.Flatten(), nn.Linear(4 * 16 * 16, 4))
-    opt = optim.SGD(model.parameters(), lr=0.1)
+    opt = lib.optim.SGD(model.parameters(), lr=0.1)
     run = Run(model, opt, MemoryWriter(), plugins=[Adversarial(mode="pgd", steps=3,
                                                                attack_mode="train")],
               strict=True, auto_batches=False).start()
-    grads = [gl.randn(*p.shape) for p in model.parameters()]
+    grads = [lib.randn(*p.shape) for p in model.parameters()]
     for p, g in zip(model.parameters(), grads):
         p.grad = g
     saved = [to_numpy(g).copy() for g in grads]
     stats = to_numpy(model[1].running_mean).copy()
-    rng = to_numpy(gl.get_rng_state()).copy()
+    rng = to_numpy(lib.get_rng_state()).copy()
     shapes = Shapes(8, size=16)
-    x, y = gl.from_numpy(shapes.images), gl.from_numpy(shapes.labels)
+    x, y = lib.from_numpy(shapes.images), lib.from_numpy(shapes.labels)
     x_adv, y_out = run.begin_batch((x, y))
     assert y_out is y and not np.array_equal(to_numpy(x_adv), to_numpy(x))
     for p, g, values in zip(model.parameters(), grads, saved):
@@ -115,7 +121,7 @@ def test_the_attack_leaves_gradients_mode_and_random_state_as_they_were():
         np.testing.assert_array_equal(to_numpy(p.grad), values)
     assert model.training and all(m.training for m in model.modules())
     np.testing.assert_array_equal(to_numpy(model[1].running_mean), stats)
-    np.testing.assert_array_equal(to_numpy(gl.get_rng_state()), rng)
+    np.testing.assert_array_equal(to_numpy(lib.get_rng_state()), rng)
     run.finish()
     assert run.handles_left() == 0
 
@@ -133,9 +139,10 @@ class Nothing(Plugin):
     kind = "observer"
 
 
-def bn_dropout_model():
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
-                         nn.Dropout(0.3), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 64, 4))
+def bn_dropout_model(lib):
+    return same_model(lib, lambda nn: nn.Sequential(
+        nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Dropout(0.3),
+        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 64, 4)))
 
 
 @pytest.mark.parametrize("options", [
@@ -144,12 +151,11 @@ def bn_dropout_model():
     {"mode": "fgsm", "ratio": 0.5},
     {"mode": "none"},
 ])
-def test_an_attack_that_is_discarded_changes_nothing(options):
+def test_an_attack_that_is_discarded_changes_nothing(options, lib):
     def losses(plugin):
-        gl.manual_seed(0)
-        h = PluginHarness(plugin, model=bn_dropout_model(), log_every=1, eval_size=16,
+        h = PluginHarness(plugin, model=bn_dropout_model(lib), log_every=1, eval_size=16,
                           **options) if plugin is Discarding else PluginHarness(
-            plugin, model=bn_dropout_model())
+            plugin, model=bn_dropout_model(lib))
         h.run(3, epochs=2)
         assert h.handles_left() == 0
         return h
@@ -158,27 +164,24 @@ def test_an_attack_that_is_discarded_changes_nothing(options):
     assert len(with_attack.scalars("adversarial/robust_acc")) == 2
 
 
-class CountingSequential(nn.Sequential):
-    """Counts forward calls (hooks are not needed: the count is the model's own)."""
+def counting_model(lib):
+    """The tiny model counting its forward calls (no hooks: the count is the model's own)."""
+    class CountingSequential(lib.nn.Sequential):
+        calls = 0
 
-    calls = 0
-
-    def forward(self, x):
-        CountingSequential.calls += 1
-        return super().forward(x)
-
-
-def counting_model():
-    return CountingSequential(*tiny_model().children())
+        def forward(self, x):
+            CountingSequential.calls += 1
+            return super().forward(x)
+    return CountingSequential(*tiny_model(lib.__name__).children())
 
 
-def test_free_mode_adds_no_pass_and_pgd_adds_steps_passes():
+def test_free_mode_adds_no_pass_and_pgd_adds_steps_passes(lib):
     for options, per_step in (({"mode": "free"}, 1), ({"mode": "pgd", "steps": 3}, 4)):
-        CountingSequential.calls = 0
-        PluginHarness(Adversarial, model=counting_model(), log_every=1000, eval_every=0,
+        model = counting_model(lib)
+        PluginHarness(Adversarial, model=model, log_every=1000, eval_every=0,
                       **options).run(4)
         # + 2: the clean and adversarial loss logged at step 0
-        assert CountingSequential.calls == 4 * per_step + 2
+        assert type(model).calls == 4 * per_step + 2
 
 
 def loader(seed=0):
@@ -188,14 +191,14 @@ def loader(seed=0):
                       batch_size=16, shuffle=True, generator=gl.Generator().manual_seed(seed))
 
 
-def free_by_hand(steps, replays, eps):
+def free_by_hand(lib, steps, replays, eps):
     """Shafahi et al.'s loop written out: replay each minibatch, update the perturbation
     with the sign of its gradient from the training backward, project, carry it over."""
     gl.manual_seed(0)
-    model = tiny_model()
-    opt = optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
-    delta = gl.zeros(16, 1, 16, 16, requires_grad=True)
+    model = tiny_model(lib.__name__)
+    opt = lib.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    loss_fn = lib.nn.CrossEntropyLoss()
+    delta = lib.zeros(16, 1, 16, 16, requires_grad=True)
     losses, held, k = [], None, 0
     data = loader()
     while k < steps:
@@ -203,12 +206,12 @@ def free_by_hand(steps, replays, eps):
             if k == steps:
                 break
             if k % replays == 0:
-                held = batch
+                held = tuple(lib.from_numpy(np.asarray(t)) for t in batch)
             x, y = held
             opt.zero_grad()
             loss = loss_fn(model((x + delta[: len(x)]).clamp(0.0, 1.0)), y)
             loss.backward()
-            with gl.no_grad():
+            with lib.no_grad():
                 delta.add_(delta.grad.sign() * eps)
                 delta.clamp_(-eps, eps)
             delta.grad = None
@@ -218,43 +221,47 @@ def free_by_hand(steps, replays, eps):
     return losses
 
 
-def test_free_mode_matches_a_hand_written_free_loop():
+def test_free_mode_matches_a_hand_written_free_loop(lib):
     gl.manual_seed(0)
     after = BatchSpy()
-    h = PluginHarness(Adversarial, model=tiny_model(), data=loader(), plugins=[after],
-                      mode="free", replays=3, eps=0.05, log_every=1, eval_every=0).run(7)
-    assert h.losses == free_by_hand(7, 3, 0.05)
+    h = PluginHarness(Adversarial, model=tiny_model(lib.__name__), data=loader(),
+                      plugins=[after], mode="free", replays=3, eps=0.05, log_every=1,
+                      eval_every=0).run(7)
+    assert h.losses == free_by_hand(lib, 7, 3, 0.05)
     for k in range(7):                                       # minibatches 0, 3, 6 replayed
         np.testing.assert_array_equal(after.x[k], after.x[k - k % 3])
     assert not np.array_equal(after.x[0], after.x[3])
     assert h.handles_left() == 0
 
 
-def test_epoch_end_logs_clean_and_robust_accuracy_of_the_model():
-    h = PluginHarness(Adversarial, mode="fgsm", eval_size=32).run(4, epochs=2)
+def test_epoch_end_logs_clean_and_robust_accuracy_of_the_model(lib):
+    h = PluginHarness(Adversarial, mode="fgsm", eval_size=32,
+                      engine=lib.__name__).run(4, epochs=2)
     clean = h.scalars("adversarial/clean_acc")
     robust = h.scalars("adversarial/robust_acc")
     assert clean.steps == robust.steps == [4, 8]
     val = h.run_obj.probe_sets["validation"]
     h.model.eval()
-    with gl.no_grad():
+    with lib.no_grad():
         pred = to_numpy(h.model(val["images"][:32])).argmax(axis=1)
     assert clean.values[-1] == np.mean(pred == to_numpy(val["labels"][:32]))
     assert all(0.0 <= r <= c for r, c in zip(robust.values, clean.values))
 
 
-def test_eval_every_and_a_missing_validation_set():
-    h = PluginHarness(Adversarial, mode="none", eval_every=2, eval_size=16).run(2, epochs=4)
+def test_eval_every_and_a_missing_validation_set(engine):
+    h = PluginHarness(Adversarial, mode="none", eval_every=2, eval_size=16,
+                      engine=engine).run(2, epochs=4)
     assert h.scalars("adversarial/robust_acc").steps == [4, 8]
-    h = PluginHarness(Adversarial, mode="none", probe_sets={"probe": {}}, data=loader())
+    h = PluginHarness(Adversarial, mode="none", probe_sets={"probe": {}}, data=loader(),
+                      engine=engine)
     with pytest.warns(RuntimeWarning, match="no 'validation' probe set"):
         h.run(1)
     assert h.tags() == []
 
 
-def test_free_mode_state_survives_a_checkpoint(tmp_path):
+def test_free_mode_state_survives_a_checkpoint(tmp_path, engine):
     gl.manual_seed(0)
-    h = PluginHarness(Adversarial, model=tiny_model(), data=loader(), mode="free",
+    h = PluginHarness(Adversarial, model=tiny_model(engine), data=loader(), mode="free",
                       replays=4, log_every=1000, eval_every=0).run(5)
     state = h.plugin.state_dict()
     assert state["batches"] == 5 and state["delta"].shape == (16, 1, 16, 16)
@@ -263,20 +270,21 @@ def test_free_mode_state_survives_a_checkpoint(tmp_path):
     restored = Adversarial(mode="free", replays=4, eval_every=0)
     restored.load_state_dict(gl.load(tmp_path / "ckpt"))
     after = BatchSpy()
-    PluginHarness(restored, model=tiny_model(), data=loader(seed=1), plugins=[after]).run(1)
+    PluginHarness(restored, model=tiny_model(engine), data=loader(seed=1),
+                  plugins=[after]).run(1)
     np.testing.assert_array_equal(after.x[0], state["held_x"])   # still replaying
     np.testing.assert_array_equal(after.y[0], state["held_y"])
 
 
-def test_needs_labels_in_a_users_loop_without_run_batch():
-    model, writer = tiny_model(), MemoryWriter()
-    opt = optim.SGD(model.parameters(), lr=0.1)
+def test_needs_labels_in_a_users_loop_without_run_batch(lib):
+    model, writer = tiny_model(lib.__name__), MemoryWriter()
+    opt = lib.optim.SGD(model.parameters(), lr=0.1)
     shapes = Shapes(4, size=16)
-    x, y = gl.from_numpy(shapes.images), gl.from_numpy(shapes.labels)
+    x, y = lib.from_numpy(shapes.images), lib.from_numpy(shapes.labels)
     with gl.watch(model, opt, plugins=[Adversarial(eval_every=0)], writer=writer) as run:
         xa, ya = run.batch(x, y)                            # announced: perturbed
         assert not np.array_equal(to_numpy(xa), to_numpy(x)) and ya is y
-        nn.functional.cross_entropy(model(xa), ya).backward()
+        lib.nn.functional.cross_entropy(model(xa), ya).backward()
         opt.step()
     with pytest.raises(PluginError, match="adversarial.*run.batch\\(x, y\\)"):
         with gl.watch(model, opt, plugins=[Adversarial(eval_every=0)], writer=writer):

@@ -9,11 +9,10 @@ import math
 import numpy as np
 import pytest
 from gradlog_plugins.grad_clip import GradClip
+from plugin_test_helpers import same_model
 
 import gradlog as gl
-from gradlog import nn
 from gradlog.plugin import Plugin, PluginError
-from gradlog.plugin.adapter import from_numpy, no_grad, to_numpy
 from gradlog.plugin.errors import PluginConfigError
 from gradlog.testing import PluginHarness
 
@@ -34,12 +33,13 @@ class GradSpy(Plugin):
 
     def on_after_backward(self, run):
         named = list(run.model.named_parameters())
+        to_numpy = run.engine.to_numpy
         self.weights.append({n: to_numpy(p).copy() for n, p in named})
         self.raw.append({n: to_numpy(p.grad).copy() for n, p in named if p.grad is not None})
 
     def on_before_optimizer_step(self, run):
-        self.final.append({n: to_numpy(p.grad).copy() for n, p in run.model.named_parameters()
-                           if p.grad is not None})
+        self.final.append({n: run.engine.to_numpy(p.grad).copy()
+                           for n, p in run.model.named_parameters() if p.grad is not None})
 
 
 def total_norm(grads: dict, p: float) -> float:
@@ -49,15 +49,15 @@ def total_norm(grads: dict, p: float) -> float:
     return float((np.abs(flat) ** p).sum() ** (1.0 / p))
 
 
-def harness(spy=None, steps=4, **options):
+def harness(engine, spy=None, steps=4, **options):
     spy = spy or GradSpy()
-    h = PluginHarness(GradClip, plugins=[spy], **options).run(steps)
+    h = PluginHarness(GradClip, plugins=[spy], engine=engine, **options).run(steps)
     return h, spy
 
 
 @pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf"), 0.5])
-def test_norm_mode_scales_gradients_to_max_norm(norm_type):
-    h, spy = harness(mode="norm", max_norm=0.005, norm_type=norm_type)
+def test_norm_mode_scales_gradients_to_max_norm(norm_type, engine):
+    h, spy = harness(engine, mode="norm", max_norm=0.005, norm_type=norm_type)
     before = h.scalars("grad-clip/norm_before").values
     after = h.scalars("grad-clip/norm_after").values
     for i, (raw, final) in enumerate(zip(spy.raw, spy.final)):
@@ -74,8 +74,8 @@ def test_norm_mode_scales_gradients_to_max_norm(norm_type):
     assert h.handles_left() == 0
 
 
-def test_norm_mode_leaves_small_gradients_alone():
-    h, spy = harness(mode="norm", max_norm=1e6)
+def test_norm_mode_leaves_small_gradients_alone(engine):
+    h, spy = harness(engine, mode="norm", max_norm=1e6)
     for raw, final in zip(spy.raw, spy.final):
         for name in raw:
             np.testing.assert_array_equal(final[name], raw[name])
@@ -83,8 +83,8 @@ def test_norm_mode_leaves_small_gradients_alone():
     assert h.scalars("grad-clip/clip_fraction").values == [0.0] * 4
 
 
-def test_value_mode_bounds_every_element_and_counts_them():
-    h, spy = harness(mode="value", clip_value=0.005)
+def test_value_mode_bounds_every_element_and_counts_them(engine):
+    h, spy = harness(engine, mode="value", clip_value=0.005)
     fracs = h.scalars("grad-clip/elem_clip_frac").values
     for i, (raw, final) in enumerate(zip(spy.raw, spy.final)):
         over = sum(int((np.abs(g) > 0.005).sum()) for g in raw.values())
@@ -108,8 +108,8 @@ def agc_by_hand(weight, grad, clipping=0.01, eps=1e-3):
 
 
 @pytest.mark.parametrize("skip_final", [True, False])
-def test_agc_matches_a_hand_computation(skip_final):
-    h, spy = harness(mode="agc", agc_skip_final=skip_final, steps=3)
+def test_agc_matches_a_hand_computation(skip_final, engine):
+    h, spy = harness(engine, mode="agc", agc_skip_final=skip_final, steps=3)
     final_layer = {"7.weight", "7.bias"}                     # the tiny model's last Linear
     for i, (w, raw, final) in enumerate(zip(spy.weights, spy.raw, spy.final)):
         clipped = units = 0
@@ -140,16 +140,17 @@ class ActivationGradSpy(Plugin):
         run.hooks.register_full_backward_pre_hook("0", self._record)
 
     def _record(self, module, grad_output):
-        self.grads.append(to_numpy(grad_output[0]).copy())
+        self.grads.append(np.array(grad_output[0].detach().numpy()))
 
 
-def test_clamp_hook_bounds_the_gradient_flowing_through_an_activation():
+@pytest.mark.filterwarnings("ignore:Full backward hook is firing")  # torch: input needs no grad
+def test_clamp_hook_bounds_the_gradient_flowing_through_an_activation(engine):
     free = ActivationGradSpy()
-    PluginHarness(GradClip, plugins=[free], mode="none", max_norm=1.0).run(3)
+    PluginHarness(GradClip, plugins=[free], mode="none", max_norm=1.0, engine=engine).run(3)
     bound = 0.25 * float(np.abs(free.grads[0]).max())
     spy = ActivationGradSpy()
     h = PluginHarness(GradClip, plugins=[spy], mode="none", clamp=bound,
-                      clamp_include=["1"]).run(3)               # module '1' is the ReLU
+                      clamp_include=["1"], engine=engine).run(3)  # module '1': the ReLU
     assert max(float(np.abs(g).max()) for g in free.grads) > bound
     for g in spy.grads:
         assert np.abs(g).max() <= np.float32(bound)            # the bound in the grads' dtype
@@ -157,18 +158,18 @@ def test_clamp_hook_bounds_the_gradient_flowing_through_an_activation():
     assert h.handles_left() == 0
 
 
-def test_clamp_hook_bounds_a_parameter_gradient():
+def test_clamp_hook_bounds_a_parameter_gradient(engine):
     spy = GradSpy()
     h = PluginHarness(GradClip, plugins=[spy], mode="none", clamp=1e-3,
-                      clamp_include=["0.weight"]).run(3)
+                      clamp_include=["0.weight"], engine=engine).run(3)
     for raw in spy.raw:                                      # clamped during backward
         assert np.abs(raw["0.weight"]).max() <= np.float32(1e-3)
         assert float(np.abs(raw["3.weight"]).max()) > 1e-3      # not selected: untouched
     assert h.handles_left() == 0
 
 
-def test_clip_fraction_is_the_fraction_of_clipped_steps_in_the_window():
-    h, _ = harness(mode="norm", max_norm=0.2, window=3, steps=12)
+def test_clip_fraction_is_the_fraction_of_clipped_steps_in_the_window(engine):
+    h, _ = harness(engine, mode="norm", max_norm=0.2, window=3, steps=12)
     before = h.scalars("grad-clip/norm_before").values
     flags = [0.2 / (b + 1e-6) < 1.0 for b in before]
     assert 0 < sum(flags) < len(flags)                      # a mix of clipped and not
@@ -177,8 +178,8 @@ def test_clip_fraction_is_the_fraction_of_clipped_steps_in_the_window():
     assert h.scalars("grad-clip/clip_fraction").values == pytest.approx(expected)
 
 
-def test_window_survives_a_checkpoint_round_trip(tmp_path):
-    h, _ = harness(mode="norm", max_norm=0.2, window=5, steps=7)
+def test_window_survives_a_checkpoint_round_trip(tmp_path, engine):
+    h, _ = harness(engine, mode="norm", max_norm=0.2, window=5, steps=7)
     plugin = h.plugin
     gl.save({"grad-clip": plugin.state_dict()}, tmp_path / "ckpt")
     restored = GradClip(mode="norm", max_norm=0.2, window=5)
@@ -188,8 +189,8 @@ def test_window_survives_a_checkpoint_round_trip(tmp_path):
     assert restored.state_dict() == plugin.state_dict()
 
 
-def test_logs_every_log_every_steps():
-    h, _ = harness(mode="norm", max_norm=0.1, log_every=2, steps=5)
+def test_logs_every_log_every_steps(engine):
+    h, _ = harness(engine, mode="norm", max_norm=0.1, log_every=2, steps=5)
     for tag in ("norm_before", "norm_after", "coef", "clip_fraction"):
         assert h.scalars(f"grad-clip/{tag}").steps == [0, 2, 4]
 
@@ -208,16 +209,17 @@ class PoisonGrad(Plugin):
     def on_before_optimizer_step(self, run):
         if run.step in self.steps:
             p = dict(run.model.named_parameters())["3.weight"]
-            g = to_numpy(p.grad).copy()
+            g = run.engine.to_numpy(p.grad).copy()
             g.flat[0] = np.inf
-            with no_grad():
-                p.grad.copy_(from_numpy(g))
+            with run.engine.no_grad():
+                p.grad.copy_(run.engine.from_numpy(g))
 
 
-def test_nonfinite_norm_is_not_clipped_but_counted_and_reported():
+def test_nonfinite_norm_is_not_clipped_but_counted_and_reported(engine):
     spy = GradSpy()
     with pytest.warns(RuntimeWarning, match="non-finite gradients in 3.weight"):
-        h = PluginHarness(GradClip, plugins=[PoisonGrad([1]), spy], max_norm=0.05).run(2)
+        h = PluginHarness(GradClip, plugins=[PoisonGrad([1]), spy], max_norm=0.05,
+                          engine=engine).run(2)
     final = spy.final[1]
     assert np.isinf(final["3.weight"].flat[0])
     for name, g in final.items():                           # finite gradients not zeroed
@@ -229,9 +231,9 @@ def test_nonfinite_norm_is_not_clipped_but_counted_and_reported():
     assert h.scalars("grad-clip/norm_before").steps == [0]   # step 1 not logged as clipped
 
 
-def test_error_if_nonfinite_stops_the_run_with_the_plugins_name():
+def test_error_if_nonfinite_stops_the_run_with_the_plugins_name(engine):
     h = PluginHarness(GradClip, plugins=[PoisonGrad([1])], strict=False, max_norm=0.05,
-                      error_if_nonfinite=True)
+                      error_if_nonfinite=True, engine=engine)
     with pytest.raises(PluginError, match="plugin 'grad-clip' failed in "
                                           "on_before_optimizer_step at step 1") as info:
         h.run(3)
@@ -291,17 +293,17 @@ def test_invalid_options_are_rejected_before_training(options, message):
     assert message in str(info.value)
 
 
-def test_an_unknown_clamp_target_is_rejected_before_the_first_step():
-    h = PluginHarness(GradClip, clamp=0.1, clamp_include=["fc*"])
+def test_an_unknown_clamp_target_is_rejected_before_the_first_step(engine):
+    h = PluginHarness(GradClip, clamp=0.1, clamp_include=["fc*"], engine=engine)
     with pytest.raises(PluginConfigError, match="'fc\\*' matches no parameter or module"):
         h.run(2)
     assert h.losses == []
     assert h.handles_left() == 0
 
 
-def test_agc_skips_the_last_module_with_parameters():
-    model = nn.Sequential(nn.Flatten(), nn.Linear(256, 8), nn.ReLU(), nn.Linear(8, 4),
-                          nn.ReLU())
+def test_agc_skips_the_last_module_with_parameters(lib):
+    model = same_model(lib, lambda nn: nn.Sequential(
+        nn.Flatten(), nn.Linear(256, 8), nn.ReLU(), nn.Linear(8, 4), nn.ReLU()))
     spy = GradSpy()
     h = PluginHarness(GradClip, model=model, plugins=[spy], mode="agc").run(2)
     for raw, final in zip(spy.raw, spy.final):

@@ -12,9 +12,8 @@ from gradlog_plugins.grad_clip import GradClip
 from gradlog_plugins.grad_noise import GradNoise
 
 import gradlog as gl
-from gradlog import nn
+from gradlog.engines import engine_for
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import to_numpy
 from gradlog.plugin.errors import PluginConfigError
 from gradlog.testing import PluginHarness
 
@@ -34,7 +33,7 @@ class NoiseSpy(Plugin):
 
     @staticmethod
     def _flat(run) -> np.ndarray:
-        return np.concatenate([to_numpy(p.grad).astype(np.float64).ravel()
+        return np.concatenate([run.engine.to_numpy(p.grad).astype(np.float64).ravel()
                                for p in run.model.parameters()])
 
     def on_after_backward(self, run):
@@ -48,15 +47,16 @@ class NoiseSpy(Plugin):
         return [f - r for r, f in zip(self.raw, self.final)]
 
 
-def mlp():
+def mlp(lib):
     """16,708 parameters: enough samples per step for a tight variance test."""
+    nn = lib.nn
     return nn.Sequential(nn.Flatten(), nn.Linear(256, 64), nn.ReLU(), nn.Linear(64, 4))
 
 
-def noised(steps=6, seed=0, model=None, plugins=(), **options):
+def noised(lib, steps=6, seed=0, plugins=(), **options):
     spy = NoiseSpy()
-    gl.manual_seed(seed)
-    h = PluginHarness(GradNoise, model=model or mlp(), seed=seed, plugins=[*plugins, spy],
+    lib.manual_seed(seed)
+    h = PluginHarness(GradNoise, model=mlp(lib), seed=seed, plugins=[*plugins, spy],
                       **options).run(steps)
     assert h.handles_left() == 0
     return h, spy
@@ -66,8 +66,8 @@ def scheduled_std(t, eta, gamma=0.55):
     return math.sqrt(eta / (1 + t) ** gamma)
 
 
-def test_noise_has_the_scheduled_std_and_anneals():
-    h, spy = noised(steps=6, eta=1.0)
+def test_noise_has_the_scheduled_std_and_anneals(lib):
+    h, spy = noised(lib, steps=6, eta=1.0)
     logged = h.scalars("grad-noise/std")
     assert logged.steps == list(range(6))
     assert logged.values == pytest.approx([scheduled_std(t, 1.0) for t in range(6)])
@@ -82,38 +82,38 @@ def test_noise_has_the_scheduled_std_and_anneals():
     assert ratio == pytest.approx(6 ** -0.275, rel=10 * math.sqrt(2 / spy.noise[0].size))
 
 
-def test_default_eta_is_the_papers_smallest():
-    h, spy = noised(steps=2)
+def test_default_eta_is_the_papers_smallest(lib):
+    h, spy = noised(lib, steps=2)
     assert h.scalars("grad-noise/std").values[0] == pytest.approx(math.sqrt(0.01))
     assert spy.noise[0].std() == pytest.approx(0.1, rel=0.05)
 
 
-def test_eta_zero_adds_nothing():
-    h, spy = noised(steps=3, eta=0.0)
+def test_eta_zero_adds_nothing(lib):
+    h, spy = noised(lib, steps=3, eta=0.0)
     for noise in spy.noise:
         assert not noise.any()
     assert h.scalars("grad-noise/std").values == [0.0] * 3
 
 
-def test_same_seed_same_noise_other_seed_other_noise():
-    _, a = noised(steps=3, eta=1.0)
-    _, b = noised(steps=3, eta=1.0)
-    _, c = noised(steps=3, eta=1.0, seed=1)
+def test_same_seed_same_noise_other_seed_other_noise(lib):
+    _, a = noised(lib, steps=3, eta=1.0)
+    _, b = noised(lib, steps=3, eta=1.0)
+    _, c = noised(lib, steps=3, eta=1.0, seed=1)
     for x, y, z in zip(a.noise, b.noise, c.noise):
         np.testing.assert_array_equal(x, y)
         assert not np.allclose(x, z)
 
 
-def test_the_global_random_stream_is_left_alone():
+def test_the_global_random_stream_is_left_alone(lib):
     class Nothing(Plugin):
         name = "test-nothing"
         kind = "observer"
 
-    h_noise, _ = noised(steps=3, eta=1.0)
-    after_noise = to_numpy(gl.get_rng_state()).copy()
-    gl.manual_seed(0)
-    h_none = PluginHarness(Nothing, model=mlp()).run(3)
-    after_none = to_numpy(gl.get_rng_state()).copy()
+    h_noise, _ = noised(lib, steps=3, eta=1.0)
+    after_noise = np.array(lib.get_rng_state().numpy())
+    lib.manual_seed(0)
+    h_none = PluginHarness(Nothing, model=mlp(lib)).run(3)
+    after_none = np.array(lib.get_rng_state().numpy())
     np.testing.assert_array_equal(after_noise, after_none)
     assert h_noise.losses[0] == h_none.losses[0]             # same init, same first batch
 
@@ -133,9 +133,9 @@ class Between(Plugin):
         self.grads.append(NoiseSpy._flat(run))
 
 
-def test_noise_is_added_after_clipping():
+def test_noise_is_added_after_clipping(lib):
     between = Between()
-    h, spy = noised(steps=3, eta=1.0, plugins=[GradClip(max_norm=1e-4), between])
+    h, spy = noised(lib, steps=3, eta=1.0, plugins=[GradClip(max_norm=1e-4), between])
     assert [p.name for p in h.run_obj.plugins] == [
         "grad-clip", "test-between", "grad-noise", "test-noise-spy"]
     for t, (clipped, final) in enumerate(zip(between.grads, spy.final)):
@@ -145,16 +145,17 @@ def test_noise_is_added_after_clipping():
         assert np.linalg.norm(final) > 1.0                   # and the noise was not clipped
 
 
-def test_the_step_counter_and_generator_resume_from_a_checkpoint(tmp_path):
-    _, full = noised(steps=6, eta=1.0)
-    first, _ = noised(steps=3, eta=1.0)
-    gl.save(first.run_obj.state_dict(), tmp_path / "ckpt")
+def test_the_step_counter_and_generator_resume_from_a_checkpoint(tmp_path, lib):
+    _, full = noised(lib, steps=6, eta=1.0)
+    first, _ = noised(lib, steps=3, eta=1.0)
+    engine = engine_for(first.model)
+    gl.save(engine.to_checkpoint(first.run_obj.state_dict()), tmp_path / "ckpt")
     assert first.plugin.state_dict() == {"t": 3}
 
     spy = NoiseSpy()
-    gl.manual_seed(0)
-    resumed = PluginHarness(GradNoise, model=mlp(), plugins=[spy], eta=1.0)
-    resumed.run_obj.load_state_dict(gl.load(tmp_path / "ckpt"))
+    lib.manual_seed(0)
+    resumed = PluginHarness(GradNoise, model=mlp(lib), plugins=[spy], eta=1.0)
+    resumed.run_obj.load_state_dict(engine.from_checkpoint(gl.load(tmp_path / "ckpt")))
     resumed.run(3)
     assert resumed.plugin.t == 6
     logged = resumed.scalars("grad-noise/std")
@@ -164,8 +165,8 @@ def test_the_step_counter_and_generator_resume_from_a_checkpoint(tmp_path):
         np.testing.assert_allclose(ours, uninterrupted, atol=1e-6)
 
 
-def test_logs_every_log_every_steps():
-    h, _ = noised(steps=5, log_every=2)
+def test_logs_every_log_every_steps(lib):
+    h, _ = noised(lib, steps=5, log_every=2)
     assert h.scalars("grad-noise/std").steps == [0, 2, 4]
 
 

@@ -19,18 +19,16 @@ from gradlog_plugins.gradcam import (
     pointing_hits,
     upsample_bilinear,
 )
-from plugin_test_helpers import Recorder, baseline_losses, show
+from plugin_test_helpers import Recorder, baseline_losses, same_model, show
 
 import gradlog as gl
-from gradlog import nn
 from gradlog.plugin import Plugin, PluginConfigError, PluginError, resolve_plugins
-from gradlog.plugin.adapter import no_grad, to_numpy
 from gradlog.testing import MemoryWriter, PluginHarness, tiny_model
 from gradlog.train import TrainOptions, train
 
 
 def _np(t):
-    return np.array(to_numpy(t), dtype=np.float64)
+    return np.array(t.detach().numpy() if hasattr(t, "detach") else t, dtype=np.float64)
 
 
 def _conv_by_hand(x, w, b):
@@ -52,10 +50,10 @@ def _probe_images(h):
 
 
 # -- the maps themselves ------------------------------------------------------------------------
-def test_gradcam_is_relu_cam_over_positions_on_a_conv_gap_linear_model():
-    gl.manual_seed(3)
-    model = nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(3, 4))
+def test_gradcam_is_relu_cam_over_positions_on_a_conv_gap_linear_model(lib):
+    model = same_model(lib, lambda nn: nn.Sequential(
+        nn.Conv2d(1, 3, 3, padding=1), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(3, 4)),
+        seed=3)
     h = PluginHarness(GradCAM, model=model, every=1).run(steps=3)
     last = h.plugin.last
     assert last["step"] == 3  # the epoch-end probe, with the final weights
@@ -95,9 +93,10 @@ def _reference(method, acts, grads):
 
 
 @pytest.mark.parametrize("method", ["gradcam", "gradcam++", "layercam"])
-def test_methods_match_a_numpy_reference_on_a_conv_linear_model(method):
-    gl.manual_seed(1)  # a seed whose maps are positive on most pixels for every method
-    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 16 * 16, 4))
+def test_methods_match_a_numpy_reference_on_a_conv_linear_model(method, lib):
+    # seed 1: maps positive on most pixels for every method
+    model = same_model(lib, lambda nn: nn.Sequential(
+        nn.Conv2d(1, 8, 3, padding=1), nn.Flatten(), nn.Linear(8 * 16 * 16, 4)), seed=1)
     h = PluginHarness(GradCAM, model=model, method=method, target="label").run(steps=2)
     last = h.plugin.last
     p = {n: _np(v) for n, v in model.named_parameters()}
@@ -110,13 +109,13 @@ def test_methods_match_a_numpy_reference_on_a_conv_linear_model(method):
 
 
 @pytest.mark.parametrize("target", ["pred", "label", 2])
-def test_targets_are_the_prediction_the_label_or_a_fixed_class(target):
-    h = PluginHarness(GradCAM, target=target, every=1).run(steps=2)
+def test_targets_are_the_prediction_the_label_or_a_fixed_class(target, engine):
+    h = PluginHarness(GradCAM, target=target, every=1, engine=engine).run(steps=2)
     last = h.plugin.last
     labels = _np(h.run_obj.probe_sets["probe"]["labels"]).astype(int)
     if target == "pred":
         h.model.eval()
-        with no_grad():
+        with h.engine.no_grad():
             expected = _np(h.model(h.run_obj.probe_sets["probe"]["images"])).argmax(axis=1)
         h.model.train()
     elif target == "label":
@@ -129,24 +128,25 @@ def test_targets_are_the_prediction_the_label_or_a_fixed_class(target):
     assert f"targets ({target}): " + " ".join(map(str, expected)) in text
 
 
-def test_maps_differ_between_target_classes():
-    maps = [PluginHarness(GradCAM, target=c).run(steps=2).plugin.last["cams"] for c in (0, 1)]
+def test_maps_differ_between_target_classes(engine):
+    maps = [PluginHarness(GradCAM, target=c, engine=engine).run(steps=2).plugin.last["cams"]
+            for c in (0, 1)]
     assert not np.allclose(maps[0], maps[1])
 
 
-def test_a_target_class_the_model_lacks_fails_before_training():
-    h = PluginHarness(GradCAM, target=9)
+def test_a_target_class_the_model_lacks_fails_before_training(engine):
+    h = PluginHarness(GradCAM, target=9, engine=engine)
     with pytest.raises(PluginError, match="target class 9 is out of range for a model with 4"):
         h.run(steps=2)
     assert h.losses == []
     assert h.handles_left() == 0
 
 
-def test_target_label_without_labels_is_an_error():
-    probe = PluginHarness(GradCAM).run_obj.probe_sets
+def test_target_label_without_labels_is_an_error(engine):
+    probe = PluginHarness(GradCAM, engine=engine).run_obj.probe_sets
     sets = {"probe": {"images": probe["probe"]["images"]}}
     with pytest.raises(PluginError, match="target='label' needs labels"):
-        PluginHarness(GradCAM, target="label", probe_sets=sets).run(steps=1)
+        PluginHarness(GradCAM, target="label", probe_sets=sets, engine=engine).run(steps=1)
 
 
 @pytest.mark.parametrize("options, match", [
@@ -194,8 +194,9 @@ def test_colormaps_rise_monotonically_in_lightness(name):
     np.testing.assert_allclose(rgb[:, -1], COLORMAPS[name][-1])
 
 
-def test_image_grid_rows_are_input_heat_map_and_overlay():
-    h = PluginHarness(GradCAM, every=2, alpha=0.25, colormap="inferno").run(steps=5)
+def test_image_grid_rows_are_input_heat_map_and_overlay(engine):
+    h = PluginHarness(GradCAM, every=2, alpha=0.25, colormap="inferno",
+                      engine=engine).run(steps=5)
     series = h.images("gradcam/3")
     assert series.steps == [0, 2, 4, 5]  # start, every 2 steps, epoch end
     grid = series.values[-1]
@@ -235,10 +236,11 @@ def test_pointing_hits_counts_peaks_inside_each_mask():
 
 
 # -- isolation ----------------------------------------------------------------------------------
-def test_training_losses_are_bit_identical_with_and_without_gradcam():
-    h = PluginHarness(GradCAM, every=1, discrimination="every").run(steps=4, epochs=2)
+def test_training_losses_are_bit_identical_with_and_without_gradcam(engine):
+    h = PluginHarness(GradCAM, every=1, discrimination="every",
+                      engine=engine).run(steps=4, epochs=2)
     assert len(h.scalars("gradcam/discrimination")) == 9
-    assert h.losses == baseline_losses(4, 2)
+    assert h.losses == baseline_losses(4, 2, engine=engine)
 
 
 class _Snapshot(Plugin):
@@ -270,9 +272,10 @@ class _SnapshotAfter(_Snapshot):
     order = 101
 
 
-def test_probes_leave_grads_modes_and_other_plugins_hooks_alone():
+def test_probes_leave_grads_modes_and_other_plugins_hooks_alone(engine):
     before, after = _Snapshot(), _SnapshotAfter()
-    h = PluginHarness(GradCAM, every=1, discrimination="every", plugins=[before, after])
+    h = PluginHarness(GradCAM, every=1, discrimination="every", plugins=[before, after],
+                      engine=engine)
     h.run(steps=3)
     assert before.forwards == after.forwards == 3  # the probes' forwards are not seen
     for step in range(3):
@@ -287,20 +290,20 @@ def test_probes_leave_grads_modes_and_other_plugins_hooks_alone():
     assert h.handles_left() == 0
 
 
-def test_no_hooks_between_probes_and_none_after_the_run():
+def test_no_hooks_between_probes_and_none_after_the_run(engine):
     rec = Recorder(count_hooks=True)
-    h = PluginHarness(GradCAM, every=2, plugins=[rec]).run(steps=5, epochs=2)
+    h = PluginHarness(GradCAM, every=2, plugins=[rec], engine=engine).run(steps=5, epochs=2)
     assert h.images("gradcam/3").steps == [0, 2, 4, 5, 6, 8, 10]
     assert set(rec.hooks_at_start.values()) == {0}
     assert set(rec.hooks_at_end.values()) == {0}
     assert h.handles_left() == 0
 
 
-def test_probes_run_in_eval_mode_so_batch_neighbours_do_not_change_a_map():
+def test_probes_run_in_eval_mode_so_batch_neighbours_do_not_change_a_map(lib):
     def model():
-        gl.manual_seed(1)
-        return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
-                             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 4))
+        return same_model(lib, lambda nn: nn.Sequential(
+            nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 4)), seed=1)
     one = PluginHarness(GradCAM, model=model(), num_images=1).run(steps=3)
     four = PluginHarness(GradCAM, model=model(), num_images=4).run(steps=3)
     assert one.losses == four.losses
@@ -313,15 +316,15 @@ def test_probes_run_in_eval_mode_so_batch_neighbours_do_not_change_a_map():
 
 
 # -- layers -------------------------------------------------------------------------------------
-def test_default_layer_is_the_last_conv2d_and_a_named_layer_is_used():
-    assert PluginHarness(GradCAM).run(steps=1).tags("image") == ["gradcam/3"]
-    h = PluginHarness(GradCAM, layer="0").run(steps=1)
+def test_default_layer_is_the_last_conv2d_and_a_named_layer_is_used(engine):
+    assert PluginHarness(GradCAM, engine=engine).run(steps=1).tags("image") == ["gradcam/3"]
+    h = PluginHarness(GradCAM, layer="0", engine=engine).run(steps=1)
     assert h.tags("image") == ["gradcam/0"]
     assert h.plugin.last["cams"].shape == (4, 16, 16)
 
 
-def test_an_unknown_layer_lists_the_module_names_before_training():
-    h = PluginHarness(GradCAM, layer="features.9")
+def test_an_unknown_layer_lists_the_module_names_before_training(engine):
+    h = PluginHarness(GradCAM, layer="features.9", engine=engine)
     with pytest.raises(PluginConfigError, match=r"no module 'features\.9'; its modules are: "
                                                 r"0, 1, 2, 3, 4, 5, 6, 7"):
         h.run(steps=2)
@@ -339,15 +342,15 @@ def test_gradlog_train_exits_2_on_an_unknown_layer(tmp_path):
     assert "no module 'nope'; its modules are: 0, 1, 2" in err.getvalue()
 
 
-def test_a_layer_without_spatial_output_is_a_clear_error():
+def test_a_layer_without_spatial_output_is_a_clear_error(engine):
     with pytest.raises(PluginError, match=r"layer '7' must .* one \(N, C, H, W\) tensor"):
-        PluginHarness(GradCAM, layer="7").run(steps=1)
+        PluginHarness(GradCAM, layer="7", engine=engine).run(steps=1)
 
 
-def test_a_model_without_conv2d_gets_one_notice_and_no_work():
+def test_a_model_without_conv2d_gets_one_notice_and_no_work(lib):
     def mlp():
-        gl.manual_seed(0)
-        return nn.Sequential(nn.Flatten(), nn.Linear(256, 16), nn.ReLU(), nn.Linear(16, 4))
+        return same_model(lib, lambda nn: nn.Sequential(
+            nn.Flatten(), nn.Linear(256, 16), nn.ReLU(), nn.Linear(16, 4)))
     h = PluginHarness(GradCAM, model=mlp(), every=1).run(steps=3, epochs=2)
     assert h.tags() == ["gradcam/notice"]
     (text,) = h.texts("gradcam/notice").values
@@ -358,8 +361,9 @@ def test_a_model_without_conv2d_gets_one_notice_and_no_work():
 # -- discrimination -----------------------------------------------------------------------------
 @pytest.mark.parametrize("when, steps", [("epoch", [4, 8]), ("every", [0, 2, 4, 6, 8]),
                                          ("off", [])])
-def test_discrimination_cadence(when, steps):
-    h = PluginHarness(GradCAM, every=2, discrimination=when).run(steps=4, epochs=2)
+def test_discrimination_cadence(when, steps, engine):
+    h = PluginHarness(GradCAM, every=2, discrimination=when, engine=engine).run(steps=4,
+                                                                               epochs=2)
     disc, own, other = (h.scalars(f"gradcam/{t}")
                         for t in ("discrimination", "own_hit", "other_hit"))
     assert disc.steps == own.steps == other.steps == steps
@@ -377,8 +381,9 @@ def _label_maps(model, images, labels):
     return plugin.last["maps"]
 
 
-def test_discrimination_counts_the_pairs_whose_map_peaks_in_each_object():
-    h = PluginHarness(GradCAM).run(steps=2)
+@pytest.mark.filterwarnings("ignore:gl.watch without an optimizer")
+def test_discrimination_counts_the_pairs_whose_map_peaks_in_each_object(engine):
+    h = PluginHarness(GradCAM, engine=engine).run(steps=2)
     two = h.run_obj.probe_sets["two_object"]
     masks = np.asarray(two["masks"]).reshape(len(two["masks"]), 2, -1)
     rows = np.arange(len(masks))
@@ -392,14 +397,15 @@ def test_discrimination_counts_the_pairs_whose_map_peaks_in_each_object():
     assert h.scalars("gradcam/other_hit").values == [other / (2 * len(masks))]
 
 
-def test_without_a_two_object_set_discrimination_is_skipped_with_a_notice():
-    probe = PluginHarness(GradCAM).run_obj.probe_sets
-    h = PluginHarness(GradCAM, probe_sets={"probe": probe["probe"]}).run(steps=2, epochs=2)
+def test_without_a_two_object_set_discrimination_is_skipped_with_a_notice(engine):
+    probe = PluginHarness(GradCAM, engine=engine).run_obj.probe_sets
+    h = PluginHarness(GradCAM, probe_sets={"probe": probe["probe"]},
+                      engine=engine).run(steps=2, epochs=2)
     assert "gradcam/discrimination" not in h.tags()
     (text,) = h.texts("gradcam/notice").values
     assert "two_object" in text
     assert len(h.images("gradcam/3")) == 3
 
 
-def test_tiny_model_fixture_is_what_the_tags_assume():
-    assert [n for n, _ in tiny_model().named_modules()][1:] == [str(i) for i in range(8)]
+def test_tiny_model_fixture_is_what_the_tags_assume(engine):
+    assert [n for n, _ in tiny_model(engine).named_modules()][1:] == [str(i) for i in range(8)]

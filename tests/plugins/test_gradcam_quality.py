@@ -54,6 +54,7 @@ def _rerandomized(state, names, seed):
     return model
 
 
+@pytest.mark.filterwarnings("ignore:gl.watch without an optimizer")
 def test_trained_default_example_discriminates_and_rerandomized_copies_do_not(tmp_path):
     logdir = tmp_path / "run"
     out, err = io.StringIO(), io.StringIO()

@@ -17,23 +17,22 @@ from plugin_test_helpers import (
     Recorder,
     ScaleGrads,
     baseline_losses,
+    hooks_on,
     read_events,
     show,
 )
 
 import gradlog as gl
-from gradlog import nn, optim
 from gradlog.plugin import PluginConfigError, resolve_plugins
 from gradlog.tensorboard import SummaryWriter
 from gradlog.testing import MemoryWriter, PluginHarness
-from gradlog.utils.hooks import count_hooks
 
 PARAMS = ["0.weight", "0.bias", "3.weight", "3.bias", "7.weight", "7.bias"]
 LEAVES = ["0", "1", "2", "3", "4", "5", "6", "7"]
 
 
-def test_logs_every_kind_only_at_logging_steps_and_leaves_no_hooks():
-    h = PluginHarness(Histogram, every=2).run(steps=5)
+def test_logs_every_kind_only_at_logging_steps_and_leaves_no_hooks(engine):
+    h = PluginHarness(Histogram, every=2, engine=engine).run(steps=5)
     for p in PARAMS:
         for kind in ("weight", "grad_raw", "grad"):
             assert h.histograms(f"histogram/{kind}/{p}").steps == [0, 2, 4]
@@ -44,9 +43,9 @@ def test_logs_every_kind_only_at_logging_steps_and_leaves_no_hooks():
     assert h.handles_left() == 0
 
 
-def test_values_are_the_real_tensors():
+def test_values_are_the_real_tensors(engine):
     rec = Recorder()
-    h = PluginHarness(Histogram, every=1, plugins=[rec]).run(steps=3)
+    h = PluginHarness(Histogram, every=1, plugins=[rec], engine=engine).run(steps=3)
     for step in range(3):
         weights = rec.before[step][0]
         for p in PARAMS:
@@ -59,10 +58,10 @@ def test_values_are_the_real_tensors():
     assert h.histograms("histogram/activation/7").values[0].size == 16 * 4
 
 
-def test_raw_gradients_are_unscaled_and_final_ones_scaled_by_the_mutator():
+def test_raw_gradients_are_unscaled_and_final_ones_scaled_by_the_mutator(engine):
     rec = Recorder()
     h = PluginHarness(Histogram, every=1, kinds=["grad_raw", "grad"],
-                      plugins=[ScaleGrads(0.5), rec]).run(steps=3)
+                      plugins=[ScaleGrads(0.5), rec], engine=engine).run(steps=3)
     for step in range(3):
         for p in PARAMS:
             raw = h.histograms(f"histogram/grad_raw/{p}").values[step]
@@ -73,9 +72,10 @@ def test_raw_gradients_are_unscaled_and_final_ones_scaled_by_the_mutator():
             assert np.abs(raw).max() > 0
 
 
-def test_update_ratio_equals_norm_of_delta_over_norm_of_weight():
+def test_update_ratio_equals_norm_of_delta_over_norm_of_weight(engine):
     rec = Recorder()
-    h = PluginHarness(Histogram, every=2, kinds=["update_ratio"], plugins=[rec]).run(steps=4)
+    h = PluginHarness(Histogram, every=2, kinds=["update_ratio"], plugins=[rec],
+                      engine=engine).run(steps=4)
     for step in (0, 2):
         before, after = rec.before[step][0], rec.after[step][0]
         for p in PARAMS:
@@ -88,9 +88,9 @@ def test_update_ratio_equals_norm_of_delta_over_norm_of_weight():
     assert h.scalars("histogram/update_ratio/0.weight").steps == [0, 2]
 
 
-def test_activation_hooks_exist_only_during_logging_steps():
+def test_activation_hooks_exist_only_during_logging_steps(engine):
     rec = Recorder(count_hooks=True)
-    h = PluginHarness(Histogram, every=3, plugins=[rec]).run(steps=7)
+    h = PluginHarness(Histogram, every=3, plugins=[rec], engine=engine).run(steps=7)
     # the recorder runs after the histogram's on_batch_start: 8 leaf modules hooked on steps
     # 0, 3, 6 (until the backward), none otherwise and none at any batch end
     assert rec.hooks_at_start == {0: 8, 1: 0, 2: 0, 3: 8, 4: 0, 5: 0, 6: 8}
@@ -98,8 +98,9 @@ def test_activation_hooks_exist_only_during_logging_steps():
     assert h.handles_left() == 0
 
 
-def test_nonfinite_values_are_counted_by_the_writer_and_buckets_hold_every_other(tmp_path):
-    h = PluginHarness(Histogram, every=1,
+def test_nonfinite_values_are_counted_by_the_writer_and_buckets_hold_every_other(tmp_path,
+                                                                               engine):
+    h = PluginHarness(Histogram, every=1, engine=engine,
                       plugins=[PoisonParamGrad("7.bias", steps={1}, value=math.inf)])
     h.run_obj.writer = SummaryWriter(str(tmp_path))
     with warnings.catch_warnings():
@@ -127,12 +128,12 @@ def test_nonfinite_values_are_counted_by_the_writer_and_buckets_hold_every_other
     assert sum(histos[("histogram/activation/7", 0)].bucket) == 16 * 4
 
 
-def test_in_a_users_own_loop_with_gradient_accumulation():
-    gl.manual_seed(0)
-    model = nn.Sequential(nn.Linear(3, 5), nn.ReLU(), nn.Linear(5, 2))
-    opt = optim.SGD(model.parameters(), lr=0.1)
+def test_in_a_users_own_loop_with_gradient_accumulation(lib):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 5), lib.nn.ReLU(), lib.nn.Linear(5, 2))
+    opt = lib.optim.SGD(model.parameters(), lr=0.1)
     writer, accumulated = MemoryWriter(), []
-    xs = [gl.randn(4, 3) for _ in range(2)]
+    xs = [lib.randn(4, 3) for _ in range(2)]
     with gl.watch(model, opt, plugins=[Histogram(every=2)], writer=writer, strict=True):
         for _ in range(3):
             opt.zero_grad()
@@ -145,13 +146,13 @@ def test_in_a_users_own_loop_with_gradient_accumulation():
     np.testing.assert_array_equal(raw.values[1], accumulated[2].reshape(-1))
     acts = writer.series("histogram", "histogram/activation/1")
     assert acts.steps == [0, 2] and acts.values[0].size == 4 * 5  # the first micro-batch
-    assert count_hooks(model, opt) == 0
+    assert hooks_on(model, opt) == 0
 
 
-def test_a_step_skipped_by_nan_guard_still_logs_its_raw_gradients():
+def test_a_step_skipped_by_nan_guard_still_logs_its_raw_gradients(engine):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        h = PluginHarness(Histogram, every=1, plugins=[
+        h = PluginHarness(Histogram, every=1, engine=engine, plugins=[
             NanGuard(), PoisonActivationGrad("3", steps={1})]).run(steps=3)
     raw = h.histograms("histogram/grad_raw/3.weight")
     assert raw.steps == [0, 1, 2] and np.isnan(raw.values[1]).all()
@@ -159,17 +160,17 @@ def test_a_step_skipped_by_nan_guard_still_logs_its_raw_gradients():
     assert h.scalars("histogram/update_ratio/3.weight").steps == [0, 2]
 
 
-def test_include_exclude_and_kinds_select_what_is_logged():
+def test_include_exclude_and_kinds_select_what_is_logged(engine):
     h = PluginHarness(Histogram, every=1, include=["3*", "4"], exclude=["*.bias"],
-                      kinds=["weight", "activation"]).run(steps=1)
+                      kinds=["weight", "activation"], engine=engine).run(steps=1)
     assert h.tags() == ["histogram/activation/3", "histogram/activation/4",
                         "histogram/weight/3.weight"]
 
 
-def test_losses_are_bit_identical_with_and_without_the_plugin():
-    base = baseline_losses(6)
-    assert PluginHarness(Histogram, every=1).run(steps=6).losses == base
-    assert PluginHarness(Histogram, every=4).run(steps=6).losses == base
+def test_losses_are_bit_identical_with_and_without_the_plugin(engine):
+    base = baseline_losses(6, engine=engine)
+    assert PluginHarness(Histogram, every=1, engine=engine).run(steps=6).losses == base
+    assert PluginHarness(Histogram, every=4, engine=engine).run(steps=6).losses == base
 
 
 @pytest.mark.parametrize("options, words", [

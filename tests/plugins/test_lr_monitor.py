@@ -11,27 +11,25 @@ from gradlog_plugins.lr_monitor import LRMonitor
 from plugin_test_helpers import baseline_losses, read_events, show
 
 import gradlog as gl
-from gradlog import optim
-from gradlog.optim.lr_scheduler import OneCycleLR, StepLR
 from gradlog.plugin import PluginConfigError, resolve_plugins
 from gradlog.testing import MemoryWriter, PluginHarness, tiny_model
 from gradlog.train import TrainOptions, train
 
 
-def _user_loop(opt_factory, scheduler_factory, steps, **options):
+def _user_loop(lib, opt_factory, scheduler_factory, steps, **options):
     """Train ``steps`` batches in a user's own loop under gl.watch, stepping the scheduler
     after each batch; returns the writer and the (lr, momentum) each step used."""
     gl.manual_seed(0)
-    model = tiny_model()
+    model = tiny_model(lib.__name__)
     opt = opt_factory(model)
     scheduler = scheduler_factory(opt)
     writer = MemoryWriter()
     used = []
-    x, y = gl.randn(8, 1, 16, 16), gl.tensor([0, 1, 2, 3, 0, 1, 2, 3])
+    x, y = lib.randn(8, 1, 16, 16), lib.tensor([0, 1, 2, 3, 0, 1, 2, 3])
     with gl.watch(model, opt, plugins=[LRMonitor(**options)], writer=writer, strict=True):
         for _ in range(steps):
             opt.zero_grad()
-            loss = gl.nn.functional.cross_entropy(model(x), y)
+            loss = lib.nn.functional.cross_entropy(model(x), y)
             loss.backward()
             used.append([dict(g) for g in opt.param_groups])
             opt.step()
@@ -39,9 +37,11 @@ def _user_loop(opt_factory, scheduler_factory, steps, **options):
     return writer, used
 
 
-def test_step_lr_is_logged_exactly_at_the_change_steps():
-    writer, used = _user_loop(lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
-                              lambda o: StepLR(o, step_size=3, gamma=0.5), steps=10)
+def test_step_lr_is_logged_exactly_at_the_change_steps(lib):
+    optim = lib.optim
+    writer, used = _user_loop(lib, lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
+                              lambda o: optim.lr_scheduler.StepLR(o, step_size=3, gamma=0.5),
+                              steps=10)
     lr = writer.series("scalar", "lr-monitor/lr")
     assert lr.steps == [0, 3, 6, 9]
     assert lr.values == pytest.approx([0.1, 0.05, 0.025, 0.0125], rel=1e-12)
@@ -50,9 +50,11 @@ def test_step_lr_is_logged_exactly_at_the_change_steps():
     assert (momentum.steps, momentum.values) == ([0], [0.9])
 
 
-def test_one_cycle_logs_every_step_with_the_values_each_step_used():
-    writer, used = _user_loop(lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
-                              lambda o: OneCycleLR(o, max_lr=1.0, total_steps=12), steps=12)
+def test_one_cycle_logs_every_step_with_the_values_each_step_used(lib):
+    optim = lib.optim
+    writer, used = _user_loop(
+        lib, lambda m: optim.SGD(m.parameters(), lr=0.1, momentum=0.9),
+        lambda o: optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=12), steps=12)
     lr = writer.series("scalar", "lr-monitor/lr")
     momentum = writer.series("scalar", "lr-monitor/momentum")
     assert lr.steps == momentum.steps == list(range(12))
@@ -63,15 +65,18 @@ def test_one_cycle_logs_every_step_with_the_values_each_step_used():
     assert momentum.values[0] == pytest.approx(0.95) and 0.85 <= min(momentum.values) < 0.86
 
 
-def test_several_groups_and_adam_beta1_weight_decay():
+def test_several_groups_and_adam_beta1_weight_decay(lib):
+    optim = lib.optim
+
     def adam(model):
         params = list(model.parameters())
         return optim.Adam([{"params": params[:2], "lr": 0.01},
                            {"params": params[2:], "lr": 0.001, "weight_decay": 0.1}],
                           betas=(0.9, 0.999))
 
-    writer, _ = _user_loop(adam, lambda o: StepLR(o, step_size=2, gamma=0.1), steps=4,
-                           weight_decay=True)
+    writer, _ = _user_loop(lib, adam,
+                           lambda o: optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.1),
+                           steps=4, weight_decay=True)
     assert writer.series("scalar", "lr-monitor/lr/group0").values == \
         pytest.approx([0.01, 0.001])
     assert writer.series("scalar", "lr-monitor/lr/group1").steps == [0, 2]
@@ -82,11 +87,11 @@ def test_several_groups_and_adam_beta1_weight_decay():
     assert "lr-monitor/lr" not in writer.tags()
 
 
-def test_constant_rate_is_one_point_and_the_trajectory_is_unchanged():
-    h = PluginHarness(LRMonitor, momentum=False).run(steps=5)
+def test_constant_rate_is_one_point_and_the_trajectory_is_unchanged(engine):
+    h = PluginHarness(LRMonitor, momentum=False, engine=engine).run(steps=5)
     assert h.tags() == ["lr-monitor/lr"]
     assert (h.scalars("lr-monitor/lr").steps, h.scalars("lr-monitor/lr").values) == ([0], [0.05])
-    assert h.losses == baseline_losses(5)
+    assert h.losses == baseline_losses(5, engine=engine)
     assert h.handles_left() == 0
 
 

@@ -19,14 +19,15 @@ from plugin_test_helpers import (
 )
 
 import gradlog as gl
-from gradlog import optim
+from gradlog.engines import engine_for
 from gradlog.plugin import PluginAbort, PluginConfigError, resolve_plugins
 from gradlog.testing import MemoryWriter, PluginHarness, tiny_model
 
 
-def _harness(optimizer="sgd", **kwargs):
+def _harness(engine, optimizer="sgd", **kwargs):
     gl.manual_seed(0)
-    model = tiny_model()
+    model = tiny_model(engine)
+    optim = engine_for(model).library.optim
     opt = (optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" else
            optim.Adam(model.parameters(), lr=1e-2))
     return PluginHarness(NanGuard, model=model, optimizer=opt, **kwargs)
@@ -44,9 +45,9 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])
-def test_skipped_step_leaves_parameters_and_optimizer_state_bit_identical(optimizer):
+def test_skipped_step_leaves_parameters_and_optimizer_state_bit_identical(optimizer, engine):
     rec = Recorder()
-    h = _harness(optimizer, plugins=[PoisonActivationGrad("3", steps={2}), rec])
+    h = _harness(engine, optimizer, plugins=[PoisonActivationGrad("3", steps={2}), rec])
     messages = _run(h, steps=5)
     assert len(messages) == 1 and "step 2" in messages[0] and "step skipped" in messages[0]
     params_before, state_before = rec.before[2]
@@ -65,11 +66,11 @@ def test_skipped_step_leaves_parameters_and_optimizer_state_bit_identical(optimi
     assert h.handles_left() == 0
 
 
-def test_names_the_first_parameter_in_backward_order_not_in_model_order():
+def test_names_the_first_parameter_in_backward_order_not_in_model_order(engine):
     # NaN born at the output of module 3 reaches 3.* and, further back, 0.*; model order would
     # blame 0.weight, backward order finds module 3, where it appeared.
     rec = Recorder()
-    h = _harness(plugins=[PoisonActivationGrad("3", steps={1}), rec])
+    h = _harness(engine, plugins=[PoisonActivationGrad("3", steps={1}), rec])
     _run(h, steps=2)
     report = h.plugin.last_report
     bad = sorted(n for n, g in rec.grads[1].items() if not np.isfinite(g).all())
@@ -82,16 +83,16 @@ def test_names_the_first_parameter_in_backward_order_not_in_model_order():
     assert set(listed) == set(bad)
 
 
-def test_a_single_inf_element_is_found():
-    h = _harness(plugins=[PoisonParamGrad("7.weight", steps={0})])
+def test_a_single_inf_element_is_found(engine):
+    h = _harness(engine, plugins=[PoisonParamGrad("7.weight", steps={0})])
     _run(h, steps=2)
     assert "parameter '7.weight' (module '7')" in h.plugin.last_report
     assert "1 of 6" in h.plugin.last_report
 
 
-def test_action_raise_aborts_naming_the_parameter_before_the_update():
+def test_action_raise_aborts_naming_the_parameter_before_the_update(engine):
     rec = Recorder()
-    h = _harness(action="raise", plugins=[PoisonActivationGrad("3", steps={1}), rec])
+    h = _harness(engine, action="raise", plugins=[PoisonActivationGrad("3", steps={1}), rec])
     with pytest.raises(PluginAbort, match=r"step 1, first in backward order in parameter '3\."):
         _run(h, steps=4)
     assert len(h.losses) == 1  # batch 1 never finished
@@ -100,8 +101,8 @@ def test_action_raise_aborts_naming_the_parameter_before_the_update():
     assert h.handles_left() == 0
 
 
-def test_max_consecutive_nonfinite_steps_abort_the_run():
-    h = _harness(max_consecutive=3, plugins=[PoisonActivationGrad("3", steps=range(1, 99))])
+def test_max_consecutive_nonfinite_steps_abort_the_run(engine):
+    h = _harness(engine, max_consecutive=3, plugins=[PoisonActivationGrad("3", steps=range(1, 99))])
     with pytest.raises(PluginAbort, match=r"3 steps in a row .*max_consecutive=3"):
         _run(h, steps=10)
     assert h.scalars("nan-guard/skipped").steps == [1, 2, 3]
@@ -109,16 +110,16 @@ def test_max_consecutive_nonfinite_steps_abort_the_run():
     assert h.handles_left() == 0
 
 
-def test_a_finite_step_resets_the_consecutive_count():
-    h = _harness(max_consecutive=2, plugins=[PoisonActivationGrad("3", steps={1, 3, 5})])
+def test_a_finite_step_resets_the_consecutive_count(engine):
+    h = _harness(engine, max_consecutive=2, plugins=[PoisonActivationGrad("3", steps={1, 3, 5})])
     _run(h, steps=7)  # never two in a row: no abort
     assert h.scalars("nan-guard/skipped").steps == [1, 3, 5]
     assert h.plugin.state_dict()["consecutive"] == 0
 
 
-def test_action_warn_lets_the_step_happen():
+def test_action_warn_lets_the_step_happen(engine):
     rec = Recorder()
-    h = _harness(action="warn", plugins=[PoisonParamGrad("7.bias", steps={1}), rec])
+    h = _harness(engine, action="warn", plugins=[PoisonParamGrad("7.bias", steps={1}), rec])
     messages = _run(h, steps=2)
     assert len(messages) == 1 and "the step is applied (action=warn)" in messages[0]
     assert not np.isfinite(rec.after[1][0]["7.bias"]).all()
@@ -126,19 +127,19 @@ def test_action_warn_lets_the_step_happen():
     assert h.scalars("nan-guard/nonfinite_steps").steps == [1]
 
 
-def test_finite_training_is_unchanged_and_logs_nothing():
-    h = PluginHarness(NanGuard).run(steps=6)
-    assert h.losses == baseline_losses(6)
+def test_finite_training_is_unchanged_and_logs_nothing(engine):
+    h = PluginHarness(NanGuard, engine=engine).run(steps=6)
+    assert h.losses == baseline_losses(6, engine=engine)
     assert h.tags() == []
     assert h.handles_left() == 0
 
 
-def test_skips_and_reports_a_nonfinite_loss_in_a_users_own_loop():
+def test_skips_and_reports_a_nonfinite_loss_in_a_users_own_loop(lib):
     gl.manual_seed(0)
-    model = tiny_model()
-    opt = optim.SGD(model.parameters(), lr=0.05)
+    model = tiny_model(lib.__name__)
+    opt = lib.optim.SGD(model.parameters(), lr=0.05)
     writer = MemoryWriter()
-    x = gl.randn(4, 1, 16, 16)
+    x = lib.randn(4, 1, 16, 16)
     run = gl.watch(model, opt, plugins=[NanGuard(), PoisonParamGrad("0.bias", steps={1})],
                    writer=writer, strict=True)
     with warnings.catch_warnings():

@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 from gradlog.plugin import Plugin
-from gradlog.plugin.adapter import to_numpy
 
 
 @dataclass
@@ -55,7 +54,7 @@ class DeadReLU(Plugin):
         def record(module: Any, args: Any, output: Any) -> None:
             if run.phase != "train" or run.step % self.options.every:
                 return  # the cost on other steps: one comparison
-            out = to_numpy(output)
+            out = run.engine.to_numpy(output)  # read-only, any engine's tensor
             if out.ndim < 2:  # no batch dimension: every value is its own unit
                 out = out.reshape(1, -1)
             alive = np.any(out != 0, axis=0)

@@ -1,0 +1,99 @@
+"""W7: a PyTorch MLP step (W1's shapes) bare, inside ``gl.watch`` with no plugins, inside
+``gl.watch`` with histogram + grad-norm at every=100 (the histogram's default kinds: weights,
+raw and final gradients, activations, update ratios; and only weights and final gradients,
+what ``wandb.watch(log="all")`` logs), and under ``wandb.watch(log="all", log_freq=100)`` in
+offline mode when wandb is installed (the anchor users know).
+
+Side by side in one run, interleaved in blocks of 100 steps (each block holds exactly one
+logging step of every=100 / log_freq=100), medians of the per-step time. The targets: watch
+<= 1.03x bare, histogram + grad-norm <= 1.05x bare, and gradlog's overhead (time above bare)
+at most half of wandb's. ``--quick`` checks that the watched runs train bit-identically to
+the bare one (observers leave the trajectory alone) and times nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any
+
+from .common import cycler, interleaved, torch_or_none
+from .mlp import TorchMLP, make_batches, make_weights
+
+PER_BLOCK = 100  # steps per timing block: one logging step at every=100 in each
+PLUGINS = ["histogram:every=100", "grad-norm:every=100"]
+AS_WANDB = ['histogram:every=100,kinds=["weight","grad"]', "grad-norm:every=100"]
+
+
+def _watched(weights: list, plugins: list, logdir: str) -> tuple[TorchMLP, Any]:
+    import gradlog as gl
+    model = TorchMLP(weights)
+    run = gl.watch(model.model, model.opt, logdir=logdir, plugins=plugins)
+    return model, run
+
+
+def _wandb_watched(weights: list, logdir: str) -> tuple[TorchMLP, Any] | None:
+    try:
+        import wandb
+    except ImportError:
+        return None
+    os.environ.setdefault("WANDB_SILENT", "true")
+    run = wandb.init(mode="offline", dir=logdir, project="gradlog-w7", reinit=True)
+    model = TorchMLP(weights)
+    wandb.watch(model.model, log="all", log_freq=100)
+    return model, run
+
+
+def _trajectory(model: TorchMLP, batches: list, steps: int) -> list[float]:
+    return [model.step(x, y) for x, y in (batches * steps)[:steps]]
+
+
+def run(quick: bool, blocks: int) -> dict[str, Any]:
+    if torch_or_none() is None:
+        return {"W7": {"skipped": "torch is not installed"}}
+    weights = make_weights()
+    batches = make_batches(4 if quick else 16)
+    logdir = tempfile.mkdtemp(prefix="gradlog-w7-")
+    if quick:
+        bare = _trajectory(TorchMLP(weights), batches, 5)
+        for name, plugins in (("watch", []), ("histogram+grad-norm", PLUGINS)):
+            model, watch = _watched(weights, plugins, os.path.join(logdir, name))
+            with watch:
+                if _trajectory(model, batches, 5) != bare:
+                    raise AssertionError(f"W7 {name}: the watched run's losses differ from "
+                                         "the bare run's")
+        return {"W7": {"checked": {"bare": bare}}}
+    contenders = {"bare": cycler(TorchMLP(weights), batches)}
+    closers = []
+    for name, plugins in (("watch", []), ("histogram+grad-norm", PLUGINS),
+                          ("weight+grad histograms+grad-norm", AS_WANDB)):
+        model, watch = _watched(weights, plugins, os.path.join(logdir, name))
+        contenders[name] = cycler(model, batches)
+        closers.append(watch.close)
+    anchor = _wandb_watched(weights, os.path.join(logdir, "wandb"))
+    if anchor is not None:
+        contenders["wandb.watch"] = cycler(anchor[0], batches)
+        closers.append(anchor[1].finish)
+    try:
+        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=PER_BLOCK)
+    finally:
+        for close in closers:
+            close()
+    bare_s = t["bare"].median
+    out: dict[str, Any] = {f"{k}_s": v.median for k, v in t.items()}
+    for k, v in t.items():
+        if k != "bare":
+            out[f"{k}/bare"] = v.median / bare_s
+            out[f"{k}/bare (min)"] = v.min / t["bare"].min
+    out["targets"] = {"watch/bare <= 1.03": out["watch/bare"] <= 1.03,
+                      "histogram+grad-norm/bare <= 1.05": out["histogram+grad-norm/bare"] <= 1.05}
+    if "wandb.watch_s" in out:
+        theirs = t["wandb.watch"].median - bare_s
+        for name in ("histogram+grad-norm", "weight+grad histograms+grad-norm"):
+            ours = t[name].median - bare_s
+            out[f"{name} overhead / wandb's"] = ours / theirs if theirs > 0 else float("inf")
+            out["targets"][f"{name}: overhead <= 0.5 x wandb's"] = ours <= 0.5 * theirs
+    else:
+        out["wandb"] = "not installed: the anchor was not measured"
+    out["stat"] = "median"
+    return {"W7": out}

@@ -1,0 +1,201 @@
+"""The engine interface: what differs between the libraries a run can watch (gradlog's own
+engine, PyTorch), behind one object per run (``run.engine``).
+
+Everything else -- modules, tensors, optimizers, their hooks -- has PyTorch's names in both, so
+plugins call those directly and ask the engine only for what cannot be shared: turning tensors
+into numpy arrays and back, grad modes, ``grad`` and the library functions plugins use
+(``functional``, ``get_total_norm``, ``clip_grads_with_norm_``), random state and generators,
+the per-run end-of-backward signal, checkpoint state and resumable data loaders.
+
+A new engine is one module in this package defining a subclass of ``Engine``: subclasses
+register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whether it
+``claims`` the model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["Engine", "Handles", "map_tensors", "read_only"]
+
+
+class Handles:
+    """Several hook handles removed as one (``remove()`` is idempotent, as a
+    ``RemovableHandle``'s)."""
+
+    def __init__(self, handles: list) -> None:
+        self._handles = list(handles)
+
+    def remove(self) -> None:
+        handles, self._handles = self._handles, []
+        for h in handles:
+            h.remove()
+
+    def __len__(self) -> int:
+        return len(self._handles)
+
+
+def read_only(array: np.ndarray) -> np.ndarray:
+    """A view of ``array`` that raises on writes (what observers get)."""
+    view = array.view()
+    view.flags.writeable = False
+    return view
+
+
+def map_tensors(obj: Any, is_tensor: Callable[[Any], bool], convert: Callable[[Any], Any]) -> Any:
+    """``obj`` with every tensor replaced by ``convert(tensor)``, through dicts, lists and
+    tuples (their types kept; dict subclasses such as ``OrderedDict`` become dicts)."""
+    if is_tensor(obj):
+        return convert(obj)
+    if isinstance(obj, dict):
+        return {k: map_tensors(v, is_tensor, convert) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [map_tensors(v, is_tensor, convert) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(map_tensors(v, is_tensor, convert) for v in obj)
+    return obj
+
+
+class Engine:
+    """One run's view of the library its model belongs to. Subclasses implement every method;
+    ``claims`` must not import the library (gradlog never imports torch unless the model is a
+    torch module)."""
+
+    name: ClassVar[str] = ""
+    registered: ClassVar[list[type[Engine]]] = []
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.name:
+            Engine.registered.append(cls)
+
+    @classmethod
+    def claims(cls, model: Any) -> bool:
+        """Whether ``model`` is a module of this engine."""
+        raise NotImplementedError
+
+    @classmethod
+    def seed_if_loaded(cls, seed: int) -> None:
+        """Seed the library's global generator if the library is already imported (what
+        ``gradlog train`` does before ``build()`` creates the model)."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<engine {self.name}>"
+
+    @property
+    def library(self) -> Any:
+        """The library's top-level module (``gradlog`` or ``torch``): its ``nn``, ``optim``
+        and tensor functions have PyTorch's names in both."""
+        raise NotImplementedError
+
+    # -- tensors -----------------------------------------------------------------------------
+    def is_tensor(self, value: Any) -> bool:
+        raise NotImplementedError
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        """A read-only numpy array of ``value``'s values, on the CPU, whatever its dtype and
+        device (dtypes numpy lacks, such as bfloat16, become float32); numbers and arrays
+        are converted too. Shares memory with the tensor where it can: copy it to keep it."""
+        raise NotImplementedError
+
+    def from_numpy(self, array: Any, like: Any = None) -> Any:
+        """A new tensor holding ``array`` (with ``like``'s dtype and device when given)."""
+        raise NotImplementedError
+
+    # -- grad modes, autograd and the library functions plugins use --------------------------
+    def no_grad(self) -> Any:
+        raise NotImplementedError
+
+    def enable_grad(self) -> Any:
+        raise NotImplementedError
+
+    def is_grad_enabled(self) -> bool:
+        raise NotImplementedError
+
+    def grad(self, outputs: Any, inputs: Any, **kwargs: Any) -> tuple:
+        """``autograd.grad``: gradients of ``outputs`` w.r.t. ``inputs``; no ``.grad``
+        touched."""
+        raise NotImplementedError
+
+    @property
+    def functional(self) -> Any:
+        """The library's ``nn.functional`` (``cross_entropy``, ``softmax``, ...)."""
+        raise NotImplementedError
+
+    def get_total_norm(self, tensors: Any, norm_type: float = 2.0, **kwargs: Any) -> Any:
+        """``nn.utils.get_total_norm``: the p-norm of all ``tensors`` together (a tensor)."""
+        raise NotImplementedError
+
+    def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
+                              **kwargs: Any) -> None:
+        """``nn.utils.clip_grads_with_norm_``: scale the gradients by
+        ``min(1, max_norm / (total_norm + 1e-6))``."""
+        raise NotImplementedError
+
+    # -- random state and generators --------------------------------------------------------
+    def initial_seed(self) -> int:
+        raise NotImplementedError
+
+    def manual_seed(self, seed: int) -> None:
+        raise NotImplementedError
+
+    def random_state(self) -> Any:
+        """The global random state (``get_rng_state``), restored after internal passes."""
+        raise NotImplementedError
+
+    def set_random_state(self, state: Any) -> None:
+        raise NotImplementedError
+
+    def new_generator(self, seed: int) -> Any:
+        raise NotImplementedError
+
+    def generator_state(self, generator: Any) -> np.ndarray:
+        """The generator's state as a uint8 numpy array (for checkpoints)."""
+        return np.array(self.to_numpy(generator.get_state()), dtype=np.uint8)
+
+    def set_generator_state(self, generator: Any, state: Any) -> None:
+        raise NotImplementedError
+
+    def use_generator(self, generator: Any) -> contextlib.AbstractContextManager:
+        """Within the block, the global random functions (dropout, ``randn``) draw from
+        ``generator``'s stream; the block's value is the generator object to pass as
+        ``generator=`` inside it (draws on it advance the same stream). The caller saves and
+        restores the global state around the block."""
+        raise NotImplementedError
+
+    # -- the end of a backward pass -------------------------------------------------------------
+    def on_backward_end(self, parameters: list, hook: Callable[[], None]) -> Handles:
+        """Call ``hook()`` once after each backward pass that accumulated a gradient into
+        one of ``parameters`` (after every accumulation of that pass; not after
+        ``autograd.grad``, which accumulates nothing). Returns the handles to remove."""
+        raise NotImplementedError
+
+    # -- checkpoints and data ---------------------------------------------------------------------
+    def to_checkpoint(self, state: Any) -> Any:
+        """``state`` with this engine's tensors turned into what ``gl.save`` stores (the same
+        ``.npz`` format for every engine; no pickle)."""
+        raise NotImplementedError
+
+    def from_checkpoint(self, state: Any) -> Any:
+        """The inverse of ``to_checkpoint`` on what ``gl.load`` returned."""
+        raise NotImplementedError
+
+    def resumable_loader(self, loader: Any) -> Any:
+        """``loader`` itself when it has ``state_dict``/``load_state_dict`` (gradlog's
+        DataLoader, torchdata's StatefulDataLoader), else an engine-specific wrapper that
+        adds them, so ``gradlog train --resume`` continues mid-epoch in the same order."""
+        if callable(getattr(loader, "state_dict", None)) and \
+                callable(getattr(loader, "load_state_dict", None)):
+            return loader
+        raise TypeError(f"gradlog train cannot resume a {type(loader).__name__}: a training "
+                        "loader needs state_dict() and load_state_dict()")
+
+    def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
+        """Hooks registered on ``model`` (modules and parameters) and ``optimizer``: the leak
+        check of ``PluginHarness`` and the tests."""
+        raise NotImplementedError

@@ -1,0 +1,128 @@
+"""gradlog's own engine behind the engine interface."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import autograd
+from ..autograd import random as _random
+from ..autograd.creation import from_numpy as _from_numpy
+from ..autograd.tensor import Tensor
+from .base import Engine, Handles, read_only
+
+__all__ = ["GradlogEngine"]
+
+
+class GradlogEngine(Engine):
+    name = "gradlog"
+
+    @classmethod
+    def claims(cls, model: Any) -> bool:
+        from ..nn import Module
+        return isinstance(model, Module)
+
+    @classmethod
+    def seed_if_loaded(cls, seed: int) -> None:
+        _random.manual_seed(seed)
+
+    @property
+    def library(self) -> Any:
+        import gradlog
+        return gradlog
+
+    # -- tensors -----------------------------------------------------------------------------
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, Tensor)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        if isinstance(value, Tensor):
+            return read_only(value.detach().numpy())
+        return read_only(np.array(value))
+
+    def from_numpy(self, array: Any, like: Any = None) -> Tensor:
+        if like is not None:
+            return _from_numpy(np.array(array, dtype=like.detach().numpy().dtype))
+        return _from_numpy(np.array(array))
+
+    # -- grad modes, autograd and library functions ----------------------------------------------
+    def no_grad(self) -> Any:
+        return autograd.no_grad()
+
+    def enable_grad(self) -> Any:
+        return autograd.enable_grad()
+
+    def is_grad_enabled(self) -> bool:
+        return autograd.is_grad_enabled()
+
+    def grad(self, outputs: Any, inputs: Any, **kwargs: Any) -> tuple:
+        return autograd.grad(outputs, inputs, **kwargs)
+
+    @property
+    def functional(self) -> Any:
+        from ..nn import functional
+        return functional
+
+    def get_total_norm(self, tensors: Any, norm_type: float = 2.0, **kwargs: Any) -> Any:
+        from ..nn.utils import get_total_norm
+        return get_total_norm(tensors, norm_type, **kwargs)
+
+    def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
+                              **kwargs: Any) -> None:
+        from ..nn.utils import clip_grads_with_norm_
+        clip_grads_with_norm_(parameters, max_norm, total_norm, **kwargs)
+
+    # -- random state -----------------------------------------------------------------------------
+    def initial_seed(self) -> int:
+        return _random.initial_seed()
+
+    def manual_seed(self, seed: int) -> None:
+        _random.manual_seed(seed)
+
+    def random_state(self) -> Any:
+        return _random.get_rng_state()
+
+    def set_random_state(self, state: Any) -> None:
+        _random.set_rng_state(state)
+
+    def new_generator(self, seed: int) -> Any:
+        return _random.Generator().manual_seed(seed)
+
+    def set_generator_state(self, generator: Any, state: Any) -> None:
+        generator.set_state(np.asarray(self.to_numpy(state), dtype=np.uint8))
+
+    def use_generator(self, generator: Any) -> Any:
+        # NOTE: the default generator draws from the plugin's own numpy stream in the block,
+        # so draws on the generator object and global draws advance one stream.
+        return _random.default_generator_as(generator)
+
+    # -- the end of a backward pass -------------------------------------------------------------
+    def on_backward_end(self, parameters: list, hook: Any) -> Handles:
+        # Post-accumulate hooks mark a pass that reached these parameters; the engine's
+        # end-of-backward signal (after every accumulation) then calls the hook once.
+        touched = [False]
+
+        def accumulated(param: Any) -> None:
+            touched[0] = True
+
+        def backward_end() -> None:
+            if touched[0]:
+                touched[0] = False
+                hook()
+
+        handles = [p.register_post_accumulate_grad_hook(accumulated)
+                   for p in parameters if p.requires_grad]
+        handles.append(autograd.register_backward_end_hook(backward_end))
+        return Handles(handles)
+
+    # -- checkpoints and data ---------------------------------------------------------------------
+    def to_checkpoint(self, state: Any) -> Any:
+        return state  # gl.save stores gradlog tensors as they are
+
+    def from_checkpoint(self, state: Any) -> Any:
+        return state
+
+    def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
+        from ..utils.hooks import count_hooks
+        return count_hooks(model, optimizer)

@@ -1,0 +1,261 @@
+"""PyTorch behind the engine interface. torch is imported only when a run's model is a
+``torch.nn.Module`` (``claims`` looks at ``sys.modules`` and never imports it)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .base import Engine, Handles, map_tensors, read_only
+
+__all__ = ["TorchEngine", "ResumableLoader"]
+
+# Hook registries of torch modules, tensors and optimizers (for the leak check only).
+_MODULE_REGISTRIES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks",
+                      "_backward_hooks")
+_TENSOR_REGISTRIES = ("_backward_hooks", "_post_accumulate_grad_hooks")
+_OPTIMIZER_REGISTRIES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
+
+
+class TorchEngine(Engine):
+    name = "torch"
+
+    @classmethod
+    def claims(cls, model: Any) -> bool:
+        torch = sys.modules.get("torch")
+        return torch is not None and isinstance(model, torch.nn.Module)
+
+    @classmethod
+    def seed_if_loaded(cls, seed: int) -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.manual_seed(seed)
+
+    def __init__(self) -> None:
+        import torch
+        self.torch = torch
+
+    @property
+    def library(self) -> Any:
+        return self.torch
+
+    # -- tensors -----------------------------------------------------------------------------
+    def is_tensor(self, value: Any) -> bool:
+        return isinstance(value, self.torch.Tensor)
+
+    def to_numpy(self, value: Any) -> np.ndarray:
+        if not isinstance(value, self.torch.Tensor):
+            return read_only(np.array(value))
+        t = value.detach()
+        if t.layout != self.torch.strided:
+            t = t.to_dense()
+        if t.is_quantized:
+            t = t.dequantize()
+        if t.device.type != "cpu":
+            t = t.cpu()
+        t = t.resolve_conj().resolve_neg()
+        try:
+            array = t.numpy()
+        except TypeError:  # bfloat16, float8: no numpy dtype; float32 holds them exactly
+            array = t.float().numpy()
+        return read_only(array)
+
+    def from_numpy(self, array: Any, like: Any = None) -> Any:
+        t = self.torch.from_numpy(np.array(array))
+        if like is not None:
+            t = t.to(dtype=like.dtype, device=like.device)
+        return t
+
+    # -- grad modes, autograd and library functions ----------------------------------------------
+    def no_grad(self) -> Any:
+        return self.torch.no_grad()
+
+    def enable_grad(self) -> Any:
+        return self.torch.enable_grad()
+
+    def is_grad_enabled(self) -> bool:
+        return self.torch.is_grad_enabled()
+
+    def grad(self, outputs: Any, inputs: Any, **kwargs: Any) -> tuple:
+        return self.torch.autograd.grad(outputs, inputs, **kwargs)
+
+    @property
+    def functional(self) -> Any:
+        return self.torch.nn.functional
+
+    def get_total_norm(self, tensors: Any, norm_type: float = 2.0, **kwargs: Any) -> Any:
+        return self.torch.nn.utils.get_total_norm(tensors, norm_type, **kwargs)
+
+    def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
+                              **kwargs: Any) -> None:
+        self.torch.nn.utils.clip_grads_with_norm_(parameters, max_norm, total_norm, **kwargs)
+
+    # -- random state (the CPU generator: gradlog runs torch models on the CPU) ---------------
+    def initial_seed(self) -> int:
+        return self.torch.initial_seed()
+
+    def manual_seed(self, seed: int) -> None:
+        self.torch.manual_seed(seed)
+
+    def random_state(self) -> Any:
+        return self.torch.get_rng_state()
+
+    def set_random_state(self, state: Any) -> None:
+        self.torch.set_rng_state(self._byte_tensor(state))
+
+    def new_generator(self, seed: int) -> Any:
+        return self.torch.Generator().manual_seed(seed)
+
+    def set_generator_state(self, generator: Any, state: Any) -> None:
+        generator.set_state(self._byte_tensor(state))
+
+    def _byte_tensor(self, state: Any) -> Any:
+        if isinstance(state, self.torch.Tensor):
+            return state.detach().to(self.torch.uint8).cpu()
+        return self.torch.from_numpy(np.array(self.to_numpy(state), dtype=np.uint8))
+
+    @contextlib.contextmanager
+    def use_generator(self, generator: Any) -> Iterator[Any]:
+        # NOTE: torch has one default generator object; for the block it carries the
+        # plugin's stream (so global draws and draws on the yielded object advance it), and
+        # the plugin's generator takes the advanced state back afterwards.
+        default = self.torch.default_generator
+        default.set_state(generator.get_state())
+        try:
+            yield default
+        finally:
+            generator.set_state(default.get_state())
+
+    # -- the end of a backward pass -------------------------------------------------------------
+    def on_backward_end(self, parameters: list, hook: Any) -> Handles:
+        # A post-accumulate-grad hook on each parameter; the first one of a backward pass
+        # queues a callback that the autograd engine runs when the pass is over (after every
+        # accumulation), as DistributedDataParallel does.
+        engine = self.torch.autograd.Variable._execution_engine
+        queued = [False]
+
+        def backward_end() -> None:
+            queued[0] = False
+            hook()
+
+        def accumulated(param: Any) -> None:
+            if not queued[0]:
+                queued[0] = True
+                engine.queue_callback(backward_end)
+
+        return Handles([p.register_post_accumulate_grad_hook(accumulated)
+                        for p in parameters if p.requires_grad])
+
+    # -- checkpoints and data ---------------------------------------------------------------------
+    def to_checkpoint(self, state: Any) -> Any:
+        from ..autograd.creation import from_numpy
+
+        def convert(t: Any) -> Any:
+            return from_numpy(np.array(self.to_numpy(t)))
+        return map_tensors(state, self.is_tensor, convert)
+
+    def from_checkpoint(self, state: Any) -> Any:
+        from ..autograd.tensor import Tensor
+
+        def convert(t: Any) -> Any:
+            return self.torch.from_numpy(np.array(t.detach().numpy()))
+        return map_tensors(state, lambda v: isinstance(v, Tensor), convert)
+
+    def resumable_loader(self, loader: Any) -> Any:
+        if isinstance(loader, self.torch.utils.data.DataLoader) and \
+                not callable(getattr(loader, "state_dict", None)):
+            return ResumableLoader(loader, self)
+        return super().resumable_loader(loader)
+
+    def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
+        total = 0
+        if model is not None:
+            for m in model.modules():
+                total += sum(len(getattr(m, n, None) or ()) for n in _MODULE_REGISTRIES)
+            for p in model.parameters():
+                total += sum(len(getattr(p, n, None) or ()) for n in _TENSOR_REGISTRIES)
+        if optimizer is not None:
+            total += sum(len(getattr(optimizer, n, None) or ()) for n in _OPTIMIZER_REGISTRIES)
+        return total
+
+
+class ResumableLoader:
+    """A ``torch.utils.data.DataLoader`` with gradlog's loader state: the epoch, the batches
+    of it already consumed, the random state its order was drawn from and the state of the
+    loader's own generator. After ``load_state_dict``, the next ``iter()`` yields the rest of
+    that epoch in the same order: the order is drawn again from the saved state, the batches
+    already consumed are skipped, and the random stream is then put back where it was.
+
+    The order comes from the loader's ``generator`` or, without one, from torch's global
+    generator; a sampler with a generator of its own is not covered.
+    """
+
+    def __init__(self, loader: Any, engine: TorchEngine) -> None:
+        self.loader = loader
+        self._engine = engine
+        self._epoch = 0
+        self._batch = 0
+        self._epoch_start: Any = None   # the random state this epoch's order was drawn from
+        self._resume: tuple | None = None
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def _stream(self) -> Any:
+        return self.loader.generator
+
+    def _get(self) -> np.ndarray:
+        gen = self._stream()
+        state = gen.get_state() if gen is not None else self._engine.random_state()
+        return np.array(state.numpy(), dtype=np.uint8)
+
+    def _set(self, state: np.ndarray) -> None:
+        gen = self._stream()
+        if gen is not None:
+            self._engine.set_generator_state(gen, state)
+        else:
+            self._engine.set_random_state(state)
+
+    def __iter__(self) -> Iterator[Any]:
+        resume, self._resume = self._resume, None
+        if resume is None:
+            self._epoch_start, self._batch = self._get(), 0
+            return self._batches(iter(self.loader))
+        start, skip = resume
+        now = self._get()
+        self._set(start)
+        it = iter(self.loader)
+        for _ in range(skip):  # the first next() draws the sampler's seed
+            next(it)
+        if self._stream() is None:
+            self._set(now)  # the global stream continues as the checkpoint left it
+        self._epoch_start, self._batch = start, skip
+        return self._batches(it)
+
+    def _batches(self, it: Iterator[Any]) -> Iterator[Any]:
+        for batch in it:
+            self._batch += 1
+            yield batch
+        self._epoch += 1
+        self._batch = 0
+
+    def state_dict(self) -> dict:
+        gen = self._stream()
+        return {"epoch": self._epoch, "batch": self._batch,
+                "epoch_start": self._epoch_start if self._batch else None,
+                "generator": np.array(gen.get_state().numpy()) if gen is not None else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        self._epoch = int(state["epoch"])
+        self._batch = int(state["batch"])
+        if state.get("generator") is not None:
+            if self._stream() is None:
+                raise ValueError("DataLoader state: the checkpoint holds a generator state but "
+                                 "this loader shuffles with torch's global generator")
+            self._engine.set_generator_state(self._stream(), state["generator"])
+        if self._batch:
+            self._resume = (np.asarray(state["epoch_start"], dtype=np.uint8), self._batch)

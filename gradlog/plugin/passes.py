@@ -1,0 +1,68 @@
+"""Internal passes: a plugin's own forward/backward passes (probes, attacks), hidden from the
+other plugins and leaving the training state exactly as it was.
+
+Inside ``InternalPasses.enter(slot, kind)`` the run's phase is ``kind``, other plugins' hooks
+are skipped (their registrars ask ``hides``), and the global random functions draw from the
+plugin's own generator. Afterwards the model's train/eval modes, its buffers (BatchNorm
+running statistics), every parameter's ``.grad`` and the engine's global random state are
+restored. Only PyTorch-named methods of the model and the run's engine are used, so the same
+code serves every engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["InternalPasses"]
+
+
+class InternalPasses:
+    """Who owns the internal pass in progress (at most one: a nested pass is part of the
+    outer one)."""
+
+    def __init__(self, run: Any) -> None:
+        self._run = run
+        self.owner: Any = None
+
+    def hides(self, slot: Any) -> bool:
+        """Whether ``slot``'s hooks must stay silent now (another plugin's pass runs)."""
+        return self.owner is not None and self.owner is not slot
+
+    @contextlib.contextmanager
+    def enter(self, slot: Any, kind: str) -> Iterator[None]:
+        if self.owner is not None:
+            yield
+            return
+        run = self._run
+        model, engine = run.model, run.engine
+        modes = [(m, m.training) for m in model.modules()]
+        with engine.no_grad():
+            buffers = [(m, name, b, b.detach().clone())
+                       for m in model.modules() for name, b in m.named_buffers(recurse=False)]
+        params = list(model.parameters())
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        rng_state = engine.random_state()
+        phase = run.phase
+        self.owner, run.phase = slot, kind
+        try:
+            with engine.use_generator(slot.generator) as drawing:
+                slot.drawing = drawing
+                try:
+                    yield
+                finally:
+                    slot.drawing = None
+        finally:
+            self.owner, run.phase = None, phase
+            for p, g in zip(params, grads):
+                p.grad = g
+            for m, mode in modes:
+                m.training = mode
+            with engine.no_grad():
+                for m, name, b, saved in buffers:
+                    setattr(m, name, b)
+                    b.copy_(saved)
+            engine.set_random_state(rng_state)

@@ -1,0 +1,121 @@
+"""A plugin's own view of the run: what ``setup``, every event and every hook of one plugin
+receive as ``run``.
+
+It reads the run's shared state (model, optimizer, engine, step, phase, probe sets, ...) and
+carries what belongs to this plugin alone: its hook registrar (``hooks``), its generator
+(``rng``), its internal passes, and log methods whose values are not the user's metrics. A
+closure or a thread that keeps ``run.hooks`` keeps this plugin's registrar, whatever runs
+later.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .registrar import HookRegistrar
+
+__all__ = ["PluginRun"]
+
+
+class PluginRun:
+    """``run`` as one plugin sees it (see the module docstring)."""
+
+    def __init__(self, run: Any, slot: Any, passes: Any) -> None:
+        self._run = run
+        self._slot = slot
+        self._passes = passes
+
+    def __repr__(self) -> str:
+        return f"<run as plugin '{self._slot.name}' sees it, step {self._run.step}>"
+
+    # -- this plugin's own ----------------------------------------------------------------------
+    @property
+    def hooks(self) -> HookRegistrar:
+        """This plugin's scoped hook registrar; its hooks are removed when the run ends or the
+        plugin is disabled."""
+        return self._slot.registrar
+
+    @property
+    def rng(self) -> Any:
+        """This plugin's own seeded generator (never the global stream); inside its internal
+        pass, the generator object that carries that stream."""
+        return self._slot.rng
+
+    def internal_pass(self, kind: str) -> Any:
+        """A context manager for this plugin's own forward/backward passes (see
+        ``Run.internal_pass``)."""
+        return self._passes.enter(self._slot, kind)
+
+    def log_scalar(self, tag: str, value: Any, step: int | None = None) -> None:
+        self._run.log_scalar(tag, value, step, metric=False)
+
+    def log_histogram(self, tag: str, values: Any, step: int | None = None,
+                      bins: Any = "tensorflow") -> None:
+        self._run.log_histogram(tag, values, step, bins=bins)
+
+    def log_image(self, tag: str, image: Any, step: int | None = None,
+                  dataformats: str = "CHW") -> None:
+        self._run.log_image(tag, image, step, dataformats=dataformats)
+
+    def log_text(self, tag: str, text: str, step: int | None = None) -> None:
+        self._run.log_text(tag, text, step)
+
+    # -- the run's shared state -----------------------------------------------------------------
+    @property
+    def model(self) -> Any:
+        return self._run.model
+
+    @property
+    def optimizer(self) -> Any:
+        return self._run.optimizer
+
+    @property
+    def engine(self) -> Any:
+        """The run's engine (``to_numpy``, ``no_grad``, ``grad``, ``functional``, ...)."""
+        return self._run.engine
+
+    @property
+    def writer(self) -> Any:
+        return self._run.writer
+
+    @property
+    def step(self) -> int:
+        return self._run.step
+
+    @property
+    def epoch(self) -> int:
+        return self._run.epoch
+
+    @property
+    def phase(self) -> str:
+        return self._run.phase
+
+    @property
+    def probe_sets(self) -> dict:
+        return self._run.probe_sets
+
+    @property
+    def config(self) -> dict:
+        return self._run.config
+
+    @property
+    def seed(self) -> int:
+        return self._run.seed
+
+    @property
+    def strict(self) -> bool:
+        return self._run.strict
+
+    @property
+    def skipped_steps(self) -> int:
+        return self._run.skipped_steps
+
+    @property
+    def plugins(self) -> list:
+        return self._run.plugins
+
+    def plugin(self, name: str) -> Any:
+        return self._run.plugin(name)
+
+    def handles_left(self) -> int:
+        return self._run.handles_left()
