@@ -127,7 +127,7 @@ class PluginHarness:
 
     def run(self, steps: int, epochs: int = 1) -> PluginHarness:
         """Train ``steps`` batches per epoch for ``epochs`` epochs, firing every event."""
-        from gradlog.train import _accuracy
+        from gradlog.train import accuracy
         run = self.run_obj
         run.start()
         try:
@@ -146,7 +146,7 @@ class PluginHarness:
                         self.optimizer.step()
                         self.losses.append(float(loss.item()))
                         metrics = {"train/loss": self.losses[-1]}
-                        acc = _accuracy(out, y)
+                        acc = accuracy(out, y)
                         if acc is not None:
                             metrics["train/acc"] = acc
                         run.end_batch(metrics)

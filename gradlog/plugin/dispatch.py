@@ -1,16 +1,17 @@
 """Event dispatch: deterministic order, keyword subsets, timing, and the failure policy.
 
-Order is ``(plugin.order, enabling index)``. An observer's exception is reported (warning and
-a ``plugins/errors`` text summary naming plugin, event and step) and the observer is disabled,
-its hooks removed, after ``max_failures`` consecutive failures; training goes on. A mutator's
-exception (or any plugin's, when strict) stops the run with a ``PluginError``.
+Order is ``(plugin.order, enabling index)``. An observer's exception is reported (through the
+run's ``report``, a warning by default, and a ``plugins/errors`` text summary naming plugin,
+event and step) and the observer is disabled, its hooks removed, after ``max_failures``
+consecutive failures; training goes on. A mutator's exception (or any plugin's, when strict)
+stops the run with a ``PluginError``. A write error (``OSError``) is not a plugin's failure: it
+stops the run as it is.
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-import warnings
 from typing import Any
 
 from . import adapter
@@ -30,6 +31,7 @@ class Slot:
         self.order = plugin.order
         self.index = index
         self.enabled = True
+        self.disabled_because: str | None = None  # the failure that disabled it
         self.failures: dict[str, int] = {}  # consecutive failures, per event or hook kind
         self.total_failures = 0
         self.seconds = 0.0      # time spent since the last telemetry point
@@ -140,12 +142,12 @@ class Dispatcher:
             try:
                 method(**(kwargs if names is None else {n: kwargs[n] for n in names}))
             except Exception as exc:  # noqa: BLE001
-                warnings.warn(f"plugin '{slot.name}' failed in on_exception: "
-                              f"{type(exc).__name__}: {exc}", RuntimeWarning, stacklevel=2)
+                run.report(f"plugin '{slot.name}' failed in on_exception: "
+                           f"{type(exc).__name__}: {exc}")
 
     def failed(self, slot: Slot, where: str, exc: BaseException) -> None:
         """Apply the failure policy to ``slot``'s exception raised in ``where``."""
-        if isinstance(exc, CONTROL_FLOW):
+        if isinstance(exc, (*CONTROL_FLOW, OSError)):
             raise exc
         step = self.run.step
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -161,12 +163,15 @@ class Dispatcher:
                 f" (failure {failures} in a row of {self.max_failures} allowed)")
         message = (f"plugin '{slot.name}' (observer) failed in {where} at step {step}: "
                    f"{type(exc).__name__}: {exc}{note}")
-        warnings.warn(message, RuntimeWarning, stacklevel=2)
+        self.run.report(message)
         self.run._record_error(slot, where, message, tb)
         if disable:
-            self.disable(slot)
+            times = "1 failure" if failures == 1 else f"{failures} failures in a row"
+            self.disable(slot, f"{times} in {where}, the last at step {step}: "
+                               f"{type(exc).__name__}: {exc}")
 
-    def disable(self, slot: Slot) -> None:
+    def disable(self, slot: Slot, because: str) -> None:
         slot.enabled = False
+        slot.disabled_because = because
         if slot.registrar is not None:
             slot.registrar.remove_all()

@@ -23,6 +23,11 @@ from .registrar import HookRegistrar
 __all__ = ["Run"]
 
 
+def _warn(message: str) -> None:
+    import warnings
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
 class Run:
     """One training run with plugins attached. Create it with ``gl.watch(...)`` (your own
     loop) or let ``gradlog train`` create it.
@@ -38,7 +43,7 @@ class Run:
                  plugins: Any = (), strict: bool = False, max_failures: int = 3,
                  probe_sets: dict | None = None, config: dict | None = None, seed: int = 0,
                  auto_batches: bool = True, telemetry_every: int = 50,
-                 owns_writer: bool = True) -> None:
+                 owns_writer: bool = True, report: Any = None) -> None:
         self.model = model
         self.optimizer = optimizer
         self.writer = writer
@@ -49,6 +54,7 @@ class Run:
         self.config = dict(config or {})
         self.seed = seed
         self.strict = strict
+        self.report = report or _warn  # report(message): a plugin failure, said at once
         self.skipped_steps = 0
         self._owns_writer = owns_writer
         self._auto_batches = auto_batches
@@ -192,7 +198,7 @@ class Run:
         prev, self._active = self._active, slot
         try:
             slot.plugin.setup(run=self)
-        except (PluginConfigError, *CONTROL_FLOW):
+        except (PluginConfigError, OSError, *CONTROL_FLOW):
             raise
         except Exception as exc:  # noqa: BLE001
             if self.strict or slot.kind == "mutator":
@@ -250,9 +256,7 @@ class Run:
                 try:
                     slot.plugin.teardown(run=self)
                 except Exception as exc:  # noqa: BLE001
-                    import warnings
-                    warnings.warn(f"plugin '{slot.name}' failed in teardown: {exc}",
-                                  RuntimeWarning, stacklevel=2)
+                    self.report(f"plugin '{slot.name}' failed in teardown: {exc}")
         for h in self._framework_handles:
             h.remove()
         self._framework_handles.clear()
@@ -356,6 +360,11 @@ class Run:
     # -- reporting -------------------------------------------------------------------------
     def _note_replacement(self, slot: Slot, where: str) -> None:
         self._replaced[f"plugin '{slot.name}' ({where})"] = None
+
+    def disabled_plugins(self) -> list[tuple[str, str]]:
+        """``(name, why)`` of each plugin the failure policy disabled during the run."""
+        return [(s.name, s.disabled_because) for s in self._dispatcher.slots
+                if s.disabled_because is not None]
 
     def replaced_values(self) -> list[str]:
         """Which mutators replaced a value (batch, gradient, activation...) in the current
