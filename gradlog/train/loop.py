@@ -3,8 +3,8 @@ checkpoint per epoch, with the standard metrics (``train/loss``, ``train/acc``, 
 ``train/steps_per_sec``, ``val/loss``, ``val/acc``) logged at each batch's step.
 
 Everything logged depends on the step only, never on when the run started: a run resumed at
-any checkpoint logs what the uninterrupted run would have (``steps_per_sec`` every 20 global
-steps and at each epoch's last step).
+any checkpoint logs what the uninterrupted run would have (``steps_per_sec`` every 20 steps
+and at each epoch's last step, counted from the run's first step).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class Loop:
                 run.log_scalar("train/acc", acc)
             run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
             ticks += 1
-            if (run.step + 1) % RATE_EVERY == 0 or done + 1 == len(loader):
+            if (run.step + 1) % RATE_EVERY == 0 or (run.step + 1) % len(loader) == 0:
                 now = time.perf_counter()
                 run.log_scalar("train/steps_per_sec", ticks / max(now - tick, 1e-9))
                 tick, ticks = now, 0

@@ -183,11 +183,11 @@ class Trainer:
                                or traceback.format_exc())
             return 1
         except OSError as exc:  # a write error: the last checkpoint whose events are on disk
-            kept = self._try_checkpoint()  # is the one to resume from
+            kept = self._try_checkpoint() or f"checkpoint saved at step {self.run.step}"
             self._finish_quietly(exc)
             self._close_writer()
             self.console.error(f"cannot write {exc.filename or self.run_dir}: "
-                               f"{exc.strerror or exc}{'; ' + kept if kept else ''}")
+                               f"{exc.strerror or exc}; {kept}")
             return 1
         except Exception as exc:  # noqa: BLE001  (the model, the loss, a replaced value)
             # No checkpoint: the step failed half-way; the last one is kept.
@@ -243,8 +243,9 @@ class Trainer:
         return exc.exit_status
 
     def _last_checkpoint(self) -> str:
-        return "the last checkpoint is kept" if runs.checkpoints(self.run_dir) else \
-            "no checkpoint yet (resuming starts the run over)"
+        found = runs.checkpoints(self.run_dir)
+        return f"the last checkpoint (step {found[-1][0]}) is kept" if found else \
+            "there is no checkpoint yet (resuming starts the run over)"
 
     def _try_checkpoint(self) -> str | None:
         """Save a checkpoint unless one was saved at this step; None if there is one, else
@@ -255,8 +256,10 @@ class Trainer:
             self._save()
         except Interrupted:
             return f"interrupted again while saving: {self._last_checkpoint()}"
+        except OSError:  # the event files could not be synced: a checkpoint would claim
+            return self._last_checkpoint()  # events that are not on disk
         except Exception as exc:  # noqa: BLE001  (report, then exit with the real reason)
-            return f"no checkpoint could be saved ({exc}): {self._last_checkpoint()}"
+            return f"no checkpoint could be saved ({exc}); {self._last_checkpoint()}"
         return None
 
     def _finish_quietly(self, error: BaseException) -> None:
