@@ -145,13 +145,20 @@ def plugins_list() -> None:
     """List installed plugins with their kind and status.
 
     Columns: name, distribution, version, kind and status (enabled by default, available,
-    or broken). Each plugin is imported in isolation to show its kind; one that fails to
-    import is listed as broken with its error and affects nothing else.
+    broken, or a conflict). Each plugin is imported in isolation to show its kind; one that
+    fails to import is listed as broken with its error and affects nothing else. A name that
+    two distributions declare is listed once, as a conflict naming both: enabling it fails.
     """
-    from .plugin.discovery import discover, inspect_plugin
+    from .plugin.discovery import by_name, conflict_message, discover, inspect_plugin
     from .train import DEFAULT_PLUGINS
     rows = [("NAME", "DISTRIBUTION", "VERSION", "KIND", "STATUS")]
-    for info in discover():
+    for name, declared in by_name(discover()).items():
+        if len(declared) > 1:  # listed once, naming both; an error only when enabled
+            rows.append((name, ",".join(i.distribution for i in declared), "-", "?",
+                         "conflict: " + conflict_message(name, declared).split(": ", 1)[1]
+                         + "; enabling it fails"))
+            continue
+        info = declared[0]
         found = inspect_plugin(info)
         if found["error"]:
             error = found["error"]
@@ -196,7 +203,8 @@ def plugins_show(name: str) -> None:
         for o in options:
             bounds = ""
             if o["min"] is not None or o["max"] is not None:
-                bounds = f" [{o['min'] if o['min'] is not None else ''}..." \
+                bounds = f" {'(' if o['min_open'] else '['}" \
+                         f"{o['min'] if o['min'] is not None else ''}..." \
                          f"{o['max'] if o['max'] is not None else ''}]"
             click.echo(f"  {o['name']} ({o['type']}{bounds}, default {o['default']!r})")
             if o["help"]:

@@ -38,3 +38,22 @@ def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:
     with SummaryWriter(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
         writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
                                      for k, v in metrics.items()}, run_name=".")
+    _fsync_event_files(trial)  # on disk before the checkpoint that follows
+
+
+def _fsync_event_files(directory: str) -> None:
+    """The trial's files are closed by now (``add_hparams`` closes its own): fsync them by
+    name, and the directory that holds their names."""
+    for name in os.listdir(directory):
+        if "tfevents" in name:
+            fd = os.open(os.path.join(directory, name), os.O_RDWR)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    if os.name == "posix":
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
