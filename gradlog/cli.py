@@ -227,7 +227,7 @@ def plugins_new(name: str, directory: str) -> None:
     hyphens, starting with a letter.
     """
     from .plugin.discovery import discover
-    from .scaffold import ScaffoldError, check_name, names, write_package
+    from .scaffold import ScaffoldError, check_name, format_steps, names, next_steps, write_package
     try:
         check_name(name)
         taken = [i for i in discover() if i.name == name]
@@ -238,12 +238,9 @@ def plugins_new(name: str, directory: str) -> None:
     except ScaffoldError as exc:
         raise UserError(str(exc)) from None
     n = names(name)
-    click.echo(f"created {root}/ with the plugin '{name}' (class {n['module']}.plugin."
-               f"{n['cls']})\n\nnext:\n"
-               f"  cd {root}\n"
-               f"  pip install -e \".[test]\"   # registers the entry point\n"
-               f"  pytest                     # runs the generated test\n"
-               f"  gradlog train -p {name}")
+    steps = [(f"cd {root}", ""), *next_steps(name)[1:]]
+    click.echo(f"created {root}/ with the plugin '{name}' (class {n['cls']} in "
+               f"{n['module']}.plugin)\n\nnext:\n{format_steps(steps, '  ')}")
 
 
 @main.command("inspect")

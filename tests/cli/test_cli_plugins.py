@@ -101,7 +101,8 @@ def test_show_broken_plugin_exits_1_with_its_error(runner, fakes):
 
 
 # -- plugins new ---------------------------------------------------------------------------
-def test_new_writes_a_plugin_package(runner, tmp_path):
+def test_new_writes_a_plugin_package(runner, tmp_path, only_builtin_plugins):
+    from gradlog.scaffold import format_steps, next_steps
     result = runner.invoke(main, ["plugins", "new", "loss-window", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     root = tmp_path / "gradlog-loss-window"
@@ -111,18 +112,20 @@ def test_new_writes_a_plugin_package(runner, tmp_path):
     project = tomllib.loads((root / "pyproject.toml").read_text())
     assert project["project"]["entry-points"]["gradlog.plugins"] == {
         "loss-window": "gradlog_loss_window.plugin:LossWindow"}
-    assert f"created {root}/" in result.output
-    assert "pip install -e" in result.output and "gradlog train -p loss-window" in result.output
+    assert result.output.startswith(f"created {root}/ with the plugin 'loss-window' (class "
+                                    "LossWindow in gradlog_loss_window.plugin)\n\nnext:\n")
+    steps = [(f"cd {root}", ""), *next_steps("loss-window")[1:]]  # what the README shows
+    assert result.output.endswith(format_steps(steps, "  ") + "\n")
 
 
-def test_new_defaults_to_the_current_directory(runner, tmp_path, monkeypatch):
+def test_new_defaults_to_the_current_directory(runner, tmp_path, monkeypatch, only_builtin_plugins):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(main, ["plugins", "new", "x2"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "gradlog-x2" / "src" / "gradlog_x2" / "plugin.py").is_file()
 
 
-def test_new_creates_a_missing_dir(runner, tmp_path):
+def test_new_creates_a_missing_dir(runner, tmp_path, only_builtin_plugins):
     result = runner.invoke(main, ["plugins", "new", "abc", "--dir", str(tmp_path / "a" / "b")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "a" / "b" / "gradlog-abc" / "pyproject.toml").is_file()
@@ -138,7 +141,7 @@ def test_new_refuses_an_invalid_name(runner, tmp_path, name):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_new_refuses_an_existing_directory(runner, tmp_path):
+def test_new_refuses_an_existing_directory(runner, tmp_path, only_builtin_plugins):
     (tmp_path / "gradlog-mine").mkdir()
     (tmp_path / "gradlog-mine" / "keep.txt").write_text("mine")
     result = runner.invoke(main, ["plugins", "new", "mine", "--dir", str(tmp_path)])

@@ -222,3 +222,79 @@ def test_a_program_that_owns_the_signals_gets_no_writer_handlers(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal  # the writer is open
     writer.close()
     assert signal.getsignal(signal.SIGTERM) is ours
+
+
+def _damage_largest_entry(path) -> None:
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        info = max(z.infolist(), key=lambda i: i.compress_size)
+    data = bytearray(open(path, "rb").read())
+    name_len, extra_len = (int.from_bytes(data[info.header_offset + o:info.header_offset + o
+                                               + 2], "little") for o in (26, 28))
+    data[info.header_offset + 30 + name_len + extra_len + info.compress_size // 2] ^= 0x10
+    open(path, "wb").write(bytes(data))
+
+
+@pytest.fixture(scope="module")
+def resumed_training(tmp_path_factory):
+    """``gradlog train`` (default plugins) for 2 epochs, its last checkpoint damaged, resumed
+    from the one at step 4: the first session's events from step 4 on are hidden, what it
+    logged at step 4 before that checkpoint is replayed, and the second session logs the rest
+    again, with the same values."""
+    import io
+
+    from gradlog.train import TrainOptions, train
+    root = tmp_path_factory.mktemp("train")
+    run_dir = str(root / "run")
+    tiny = {"train_size": 256, "val_size": 64, "two_object_size": 8}
+    options = dict(epochs=2, quiet=True, extra=tiny,
+                   plugins=("histogram:every=2,bins=20", "gradcam:every=3,num_images=2"))
+    assert train(TrainOptions(logdir=run_dir, **options), io.StringIO(), io.StringIO()) == 0
+    before = _python_loaders(run_dir)
+    _damage_largest_entry(os.path.join(run_dir, "checkpoint-00000008.npz"))
+    err = io.StringIO()
+    assert train(TrainOptions(resume=run_dir, quiet=True), io.StringIO(), err) == 0
+    assert "damaged entry" in err.getvalue()
+    return run_dir, before
+
+
+def test_a_resumed_training_run_reads_as_the_uninterrupted_one_in_the_python_loader(
+        resumed_training):
+    run_dir, before = resumed_training
+    after = _python_loaders(run_dir)
+    assert after.keys() == before.keys()
+    for tag, points in before.items():
+        if "steps_per_sec" in tag or "ms_per_step" in tag:  # timings: the same steps
+            assert [s for s, _ in after[tag]] == [s for s, _ in points], tag
+        else:
+            assert after[tag] == points, tag
+
+
+@pytest.mark.server
+@pytest.mark.slow
+@pytest.mark.parametrize("load_fast", ["false", "true"])
+def test_a_resumed_training_run_has_each_step_once_on_both_servers(resumed_training,
+                                                                   load_fast):
+    run_dir, before = resumed_training
+    # the second session's timings differ from the first's: once the server shows them, it
+    # has read both sessions' files
+    timings = [(s, v) for s, v in _python_loaders(run_dir)["train/steps_per_sec"]]
+    assert timings != before["train/steps_per_sec"]
+    server = TensorBoardServer(run_dir, load_fast)
+    try:
+        server.wait_ready()
+        server.wait_for(lambda: [(p[1], p[2]) for p in server.get(
+            "/data/plugin/scalars/scalars", run=".", tag="train/steps_per_sec")] == timings)
+        for tag in ("train/loss", "val/loss", "grad-norm/global"):
+            want = [s for s, _ in before[tag]]
+            server.wait_for(lambda tag=tag, want=want: [p[1] for p in server.get(
+                "/data/plugin/scalars/scalars", run=".", tag=tag)] == want)
+        image = next(t for t in before if t.startswith("gradcam/conv"))
+        server.wait_for(lambda: [i["step"] for i in server.get(
+            "/data/plugin/images/images", run=".", tag=image)] == [s for s, _ in before[image]])
+        histogram = next(t for t in before if t.startswith("histogram/weight/"))
+        server.wait_for(lambda: [h[1] for h in server.get(
+            "/data/plugin/histograms/histograms", run=".", tag=histogram)]
+            == [s for s, _ in before[histogram]])
+    finally:
+        server.stop()
