@@ -28,7 +28,7 @@ import numpy as np
 
 from .autograd.tensor import Tensor, wrap
 
-__all__ = ["save", "load", "CheckpointError", "atomic_file"]
+__all__ = ["save", "load", "CheckpointError", "atomic_file", "fsync_directory"]
 
 MANIFEST = "__gradlog_manifest__"
 FORMAT = "gradlog-checkpoint"
@@ -172,7 +172,7 @@ def atomic_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(directory)
+    fsync_directory(directory)
 
 
 def _create_temporary(directory: str, prefix: str) -> tuple[int, str]:
@@ -189,8 +189,9 @@ def _create_temporary(directory: str, prefix: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary file name for {prefix!r} in {directory}")
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make the rename durable (POSIX); directories cannot be opened for fsync on Windows."""
+def fsync_directory(directory: str) -> None:
+    """Make the names in ``directory`` durable, e.g. after a rename (POSIX; directories cannot
+    be opened for fsync on Windows)."""
     if os.name != "posix":
         return
     fd = os.open(directory, os.O_RDONLY)

@@ -57,6 +57,7 @@ def _with_path(error: OSError, path: str) -> OSError:
 
 
 def _fsync_directory(directory: str) -> None:
+    # (as gradlog.serialization's, which this layer does not import: it sits below it)
     if os.name != "posix":  # directories cannot be opened for fsync on Windows
         return
     fd = os.open(directory, os.O_RDONLY)

@@ -88,6 +88,7 @@ class RunConfig:
     default_plugins: bool = True
     strict_plugins: bool = False
     config_file: str | None = None     # where the TOML came from (for the reader)
+    example_digest: str | None = None  # a FILE.py's SHA-256 when the run started
 
     @property
     def epochs(self) -> int:
@@ -98,6 +99,8 @@ class RunConfig:
                "default_plugins": self.default_plugins, "strict_plugins": self.strict_plugins}
         if self.config_file:
             run["config_file"] = self.config_file
+        if self.example_digest:
+            run["example_sha256"] = self.example_digest
         return {"run": run, "train": dict(self.settings),
                 "plugins": {name: dict(opts) for name, opts in self.plugins}}
 
@@ -113,7 +116,7 @@ class RunConfig:
             return cls(str(run["example"]), dict(train),
                        [(str(n), dict(o)) for n, o in plugins.items()],
                        bool(run["default_plugins"]), bool(run["strict_plugins"]),
-                       run.get("config_file"))
+                       run.get("config_file"), run.get("example_sha256"))
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise ValueError(f"{where}: not a gradlog run configuration ({exc})") from None
 
@@ -176,7 +179,7 @@ def _checked(given: dict[str, tuple[Any, str]], example_options: Any,
     return checked
 
 
-def resolve(given: Given, example: str, example_options: Any
+def resolve(given: Given, example: str, example_options: Any, digest: str | None = None
             ) -> tuple[RunConfig, list[Plugin]]:
     """A new run's configuration from what the command gave, and its plugins (made first:
     a mistake in ``-p`` is found before any data is built)."""
@@ -190,7 +193,7 @@ def resolve(given: Given, example: str, example_options: Any
     default_plugins = given.default_plugins is not False
     plugins = instantiate(given.plugins(DEFAULT_PLUGINS if default_plugins else ()))
     return RunConfig(example, settings, recorded_plugins(plugins), default_plugins,
-                     bool(given.strict_plugins), given.config_file), plugins
+                     bool(given.strict_plugins), given.config_file, digest), plugins
 
 
 def recorded_plugins(plugins: list[Plugin]) -> list[tuple[str, dict]]:

@@ -5,6 +5,7 @@ to import, or whose ``build`` raises, is a user error shown with the file's own 
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import os
@@ -15,7 +16,7 @@ from typing import Any
 
 from .errors import UserError
 
-__all__ = ["canonical", "load_example", "build", "REQUIRED_KEYS"]
+__all__ = ["canonical", "example_digest", "load_example", "build", "REQUIRED_KEYS"]
 
 REQUIRED_KEYS = ("model", "optimizer", "loss_fn", "train_loader", "val_loader")
 
@@ -26,6 +27,16 @@ def canonical(example: str) -> str:
     if example in BUILTIN:
         return next(name for name, module in BUILTIN.items() if module == BUILTIN[example])
     return os.path.abspath(example)
+
+
+def example_digest(example: str) -> str | None:
+    """The SHA-256 of a FILE.py's text (None for a built-in example): a resumed run can tell
+    that the file changed since it was recorded."""
+    from ..examples import BUILTIN
+    if example in BUILTIN or not os.path.isfile(example):
+        return None
+    with open(example, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
 
 
 def load_example(example: str) -> ModuleType:

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .. import runs
+from ..serialization import fsync_directory
 from .config import RunConfig
 
 __all__ = ["log_start_texts", "log_hparams", "flat_config"]
@@ -51,9 +52,4 @@ def _fsync_event_files(directory: str) -> None:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-    if os.name == "posix":
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fsync_directory(directory)

@@ -22,9 +22,13 @@ from .errors import Interrupted
 from .logged import log_hparams
 from .signals import SignalOwner
 
-__all__ = ["Loop", "accuracy"]
+__all__ = ["Loop", "SchedulerError", "accuracy"]
 
 RATE_EVERY = 20  # steps between train/steps_per_sec points
+
+
+class SchedulerError(RuntimeError):
+    """A restored scheduler that cannot follow an extended run (its plan has ended)."""
 
 
 def accuracy(output: Any, target: Any) -> float | None:
@@ -41,12 +45,13 @@ class Loop:
     each epoch's end, after its validation, epoch-end events and (last epoch) hparams."""
 
     def __init__(self, run: Any, built: dict, config: RunConfig, run_dir: str,
-                 console: Console, signals: SignalOwner,
-                 checkpoint: Callable[[], None]) -> None:
+                 console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
+                 extended_from: int | None = None) -> None:
         self.run, self.built, self.config, self.run_dir = run, built, config, run_dir
         self.console, self.signals, self.checkpoint = console, signals, checkpoint
         self.scheduler = built.get("scheduler")
         self.interval = built.get("scheduler_interval", "epoch")
+        self.extended_from = extended_from  # the recorded epochs, when --epochs raised them
 
     def run_epochs(self) -> None:
         run, epochs = self.run, self.config.epochs
@@ -56,13 +61,25 @@ class Loop:
             run.validation_end(metrics)
             run.epoch_end()
             if self.scheduler is not None and self.interval == "epoch":
-                self.scheduler.step()
+                self._step_scheduler()
             if run.epoch == epochs:
                 log_hparams(self.run_dir, self.config, metrics)
             self.checkpoint()
             self.console.say(f"epoch {run.epoch}/{epochs}: "
                              + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
             self._stop_if_asked()
+
+    def _step_scheduler(self) -> None:
+        try:
+            self.scheduler.step()
+        except Exception as exc:
+            if self.extended_from is None:
+                raise
+            raise SchedulerError(
+                f"the scheduler ({type(self.scheduler).__name__}) cannot go on at step "
+                f"{self.run.step}: {type(exc).__name__}: {exc}. The run was extended from "
+                f"{self.extended_from} to {self.config.epochs} epochs, and a resumed scheduler "
+                "keeps the plan it was built with (as in PyTorch)") from exc
 
     def _stop_if_asked(self) -> None:
         if self.signals.requested is not None:
@@ -98,7 +115,7 @@ class Loop:
                 run.log_scalar("train/steps_per_sec", ticks / max(now - tick, 1e-9))
                 tick, ticks = now, 0
             if per_step:
-                self.scheduler.step()
+                self._step_scheduler()
             run.end_batch()
             done += 1
             progress.update(done, **last)

@@ -21,9 +21,9 @@ from . import checkpoints, engine
 from .config import TrainOptions, make_plugins, read_given, reconcile, resolve
 from .console import Console
 from .errors import Interrupted, UserError
-from .example import build, canonical, load_example
+from .example import build, canonical, example_digest, load_example
 from .logged import flat_config, log_start_texts
-from .loop import Loop
+from .loop import Loop, SchedulerError
 from .signals import SignalOwner
 from .summary import model_summary
 
@@ -80,7 +80,8 @@ class Trainer:
         example = given.example or "shapes"
         self.module = load_example(example)
         self.config, self.plugins = resolve(given, canonical(example),
-                                            getattr(self.module, "Options", None))
+                                            getattr(self.module, "Options", None),
+                                            example_digest(example))
         self.run_dir = options.logdir or runs.default_run_dir()
         if runs.has_events(self.run_dir) or os.path.isfile(
                 os.path.join(self.run_dir, runs.RUN_TOML)):
@@ -98,6 +99,9 @@ class Trainer:
             self.console.warn(f"{note}; resuming from the checkpoint before it")
         recorded = point.config
         self.module = load_example(recorded.example)
+        if recorded.example_digest not in (None, example_digest(recorded.example)):
+            self.console.warn(f"{recorded.example} has changed since the run was recorded; "
+                              "resuming with the file as it is now")
         same = given.example is None or canonical(given.example) == recorded.example
         self.config = reconcile(recorded, given, getattr(self.module, "Options", None),
                                 self.run_dir, same)
@@ -123,11 +127,17 @@ class Trainer:
             except OSError as exc:
                 raise UserError(f"cannot write to the run directory {self.run_dir}: "
                                 f"{exc.strerror or exc}") from None
-            self.run = Run(self.built["model"], self.built["optimizer"], self._writer(),
-                           plugins=self.plugins, strict=self.config.strict_plugins,
-                           probe_sets=self.built.get("probe_sets"),
-                           config=flat_config(self.config), seed=self.config.settings["seed"],
-                           auto_batches=False, report=self.console.warn)
+            writer = self._writer()
+            try:
+                self.run = Run(self.built["model"], self.built["optimizer"], writer,
+                               plugins=self.plugins, strict=self.config.strict_plugins,
+                               probe_sets=self.built.get("probe_sets"),
+                               config=flat_config(self.config),
+                               seed=self.config.settings["seed"], auto_batches=False,
+                               report=self.console.warn)
+            except BaseException:
+                writer.close()
+                raise
             if self.point is not None and self.point.state is not None:
                 checkpoints.restore(self.point.state, self.run, self.built)
         except BaseException:
@@ -177,6 +187,10 @@ class Trainer:
             self._remove_new_files()
             self.console.error(str(exc))
             return 2
+        except SchedulerError as exc:  # an extended run's scheduler: its plan has ended
+            self._finish_quietly(exc)
+            self.console.error(str(exc))
+            return 1
         except (PluginError, PluginAbort) as exc:
             self._finish_quietly(exc)
             self.console.error(str(exc), getattr(exc, "traceback_text", "")
@@ -208,8 +222,9 @@ class Trainer:
             self.run.start()
             if self.point is None or self.point.state is None:
                 log_start_texts(self.run, self.config, self.built["model"])
+            extended = self.point is not None and self.point.config.epochs < self.config.epochs
             Loop(self.run, self.built, self.config, self.run_dir, self.console, self.signals,
-                 self._save).run_epochs()
+                 self._save, self.point.config.epochs if extended else None).run_epochs()
         self.run.finish()
         self.console.result(f"{'' if self.console.quiet else chr(10)}view the run:  "
                             f"tensorboard --logdir {self.run_dir}")

@@ -239,3 +239,49 @@ def test_a_build_that_raises_shows_the_files_traceback(runner, tmp_path):
                      f'  File "{path}", line 2, in build',
                      "    raise ValueError(f\"no data for {config['lr']}\")",
                      "ValueError: no data for 0.05"]
+
+
+CONSTANT_LR = """
+from gradlog.examples.shapes import Options, build as shapes_build
+
+
+def build(config):
+    built = shapes_build(config)
+    del built["scheduler"], built["scheduler_interval"]
+    return built
+"""
+
+
+def _file_run(runner, tmp_path, text):
+    example = tmp_path / "example.py"
+    example.write_text(text)
+    config = tmp_path / "tiny.toml"
+    config.write_text("[train]\ntrain_size = 64\nval_size = 32\n")
+    run_dir = tmp_path / "run"
+    first = runner.invoke(main, ["train", str(example), "--no-default-plugins", "--epochs", "1",
+                                 "--batch-size", "32", "--config", str(config), "--logdir",
+                                 str(run_dir), "-q"])
+    assert first.exit_code == 0, first.output
+    assert f'example = "{example}"' in (run_dir / "run.toml").read_text()
+    return example, run_dir
+
+
+def test_resuming_a_run_whose_file_changed_says_so(runner, tmp_path):
+    example, run_dir = _file_run(runner, tmp_path, CONSTANT_LR)
+    example.write_text(example.read_text() + "\n# an edit\n")
+    again = runner.invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2", "-q"])
+    assert again.exit_code == 0, again.output
+    assert again.stderr == (f"warning: {example} has changed since the run was recorded; "
+                            "resuming with the file as it is now\n")
+
+
+def test_extending_a_run_whose_schedule_has_ended_is_one_clear_line(runner, tmp_path):
+    from pathlib import Path
+    mlp = (Path(__file__).resolve().parents[2] / "examples" / "mlp_adamw.py").read_text()
+    example, run_dir = _file_run(runner, tmp_path, mlp)  # OneCycleLR over 1 epoch (2 steps)
+    again = runner.invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2", "-q"])
+    assert again.exit_code == 1
+    assert again.stderr == (
+        "error: the scheduler (OneCycleLR) cannot go on at step 2: ValueError: Tried to step 3 "
+        "times. The specified number of total steps is 2. The run was extended from 1 to 2 "
+        "epochs, and a resumed scheduler keeps the plan it was built with (as in PyTorch)\n")
