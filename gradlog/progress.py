@@ -22,11 +22,14 @@ def clock_time(seconds: float) -> str:
 class Progress:
     """Redraws one line on a terminal; prints a few plain lines when output is not a TTY.
 
-    ``clock`` (seconds, monotonic) is ``time.perf_counter`` unless a test passes its own.
+    ``initial`` steps were done before (an epoch a resumed run continues): they count toward
+    the bar, not toward the rate. ``clock`` (seconds, monotonic) is ``time.perf_counter``
+    unless a test passes its own.
     """
 
     def __init__(self, total: int, label: str, out: TextIO | None = None,
-                 enabled: bool = True, clock: Callable[[], float] = time.perf_counter) -> None:
+                 enabled: bool = True, clock: Callable[[], float] = time.perf_counter,
+                 initial: int = 0) -> None:
         self.total = max(total, 1)
         self.label = label
         self.out = out or sys.stdout
@@ -34,7 +37,7 @@ class Progress:
         self.tty = bool(getattr(self.out, "isatty", lambda: False)())
         self.clock = clock
         self.start = clock()
-        self.done = 0
+        self.initial = self.done = max(0, min(initial, self.total))
         self.drawn = False  # a redrawn line is on the terminal, not yet ended
         self._last_draw = -1.0
         self._next_plain = 0.25
@@ -72,7 +75,7 @@ class Progress:
         width = 24
         filled = int(width * min(self.done, self.total) / self.total)
         elapsed = max(self.clock() - self.start, 1e-9)
-        rate = self.done / elapsed
+        rate = (self.done - self.initial) / elapsed
         left = (self.total - self.done) / rate if rate > 0 else None
         parts = [f"{self.label} [{'#' * filled}{'.' * (width - filled)}] "
                  f"{self.done}/{self.total}"]

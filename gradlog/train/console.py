@@ -47,8 +47,9 @@ class Console:
             self.err.write(detail if detail.endswith("\n") else detail + "\n")
         self.err.flush()
 
-    def new_progress(self, total: int, label: str) -> Progress:
-        self.progress = Progress(total, label, self.out, enabled=not self.quiet)
+    def new_progress(self, total: int, label: str, initial: int = 0) -> Progress:
+        self.progress = Progress(total, label, self.out, enabled=not self.quiet,
+                                 initial=initial)
         return self.progress
 
     def _end_progress(self) -> None:

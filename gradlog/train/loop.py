@@ -91,9 +91,10 @@ class Loop:
         per_step = self.scheduler is not None and self.interval == "step"
         run.epoch_start()
         model.train()
+        done = run.step - run.epoch * len(loader)  # > 0 in an epoch a resumed run continues
         progress = self.console.new_progress(
-            len(loader), f"epoch {run.epoch + 1}/{self.config.epochs}")
-        done, last = 0, {}
+            len(loader), f"epoch {run.epoch + 1}/{self.config.epochs}", initial=done)
+        last: dict = {}
         tick, ticks = time.perf_counter(), 0
         for batch in loader:
             x, y = run.begin_batch(batch)

@@ -98,3 +98,12 @@ def test_a_model_without_an_example_input_gets_a_summary_without_shapes():
     assert "6         Non-trainable params" in text and "2         Trainable params" in text
     assert human_count(999) == "999" and human_count(1500) == "1.5 K"
     assert human_count(2_500_000) == "2.5 M"
+
+
+def test_a_resumed_epoch_starts_its_bar_where_it_was_and_rates_only_new_steps():
+    clock, out = Clock(), Terminal()
+    progress = Progress(100, "epoch 2/3", out, clock=clock, initial=40)
+    clock.now += 30.0
+    progress.update(70)
+    assert out.getvalue().split("\r")[-1] == (
+        "epoch 2/3 [################........] 70/100  1.0 steps/s  [00:30<00:30]")

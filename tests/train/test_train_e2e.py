@@ -102,6 +102,22 @@ def test_signal_saves_a_checkpoint_and_resume_matches(tmp_path, tiny_config, tes
     assert _losses(part) == _losses(full)
 
 
+def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tmp_path, tiny_config,
+                                                                      test_plugins,
+                                                                      uninterrupted):
+    full, part = uninterrupted[0], tmp_path / "part"
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            "killer:at_step=5,signal=INT,times=2"], test_plugins,
+                           killed_marker=tmp_path / "killed")
+    assert killed.returncode == 130, killed.stderr
+    assert killed.stderr == (f"\nSIGINT: the last checkpoint (step 4) is kept in {part}; "
+                             f"continue with gradlog train --resume {part}\n")
+    assert sorted(p.name for p in part.glob("checkpoint-*")) == ["checkpoint-00000004.npz"]
+    resumed = gradlog_train(["--resume", str(part), "-q"], test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    assert _losses(part) == _losses(full)
+
+
 def test_sigkill_loses_nothing_before_the_checkpoint(tmp_path, tiny_config, test_plugins,
                                                      uninterrupted):
     full, part = uninterrupted[0], tmp_path / "part"

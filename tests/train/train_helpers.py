@@ -29,6 +29,7 @@ class Options:
     at_step: int = 3
     signal: str = "KILL"
     event: str = "on_batch_end"
+    times: int = 1  # signals sent one right after the other
 
 
 class Killer(Plugin):
@@ -44,7 +45,8 @@ class Killer(Plugin):
             if marker is None or os.path.exists(marker):
                 return
             open(marker, "w").close()
-            os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
+            for _ in range(self.options.times):
+                os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
 
     def on_batch_start(self, run, batch):
         self._maybe(run, "on_batch_start")
