@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import warnings
 import zlib
+from collections.abc import Callable
 from typing import Any
 
 from ..engines import engine_for
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError, SkipStep
 from .passes import InternalPasses
-from .policy import FailurePolicy, invoke
+from .policy import FailurePolicy, invoke, warn
 from .registrar import HookRegistrar
 from .view import PluginRun
 
@@ -34,14 +35,17 @@ class Run:
     ``run.validation_end(metrics)``; log with ``run.log_scalar(tag, value)``.
     Each plugin's ``plugins/<name>/ms_per_step`` is logged every ``telemetry_every`` steps and
     at each epoch end (``telemetry_every=0`` turns it off, as ``PluginHarness`` does).
-    The engine (``run.engine``) is chosen from the model's type unless given.
+    The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
+    failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
+    ``gradlog train`` prints it as one of its own lines).
     """
 
     def __init__(self, model: Any, optimizer: Any = None, writer: Any = None, *,
                  plugins: Any = (), strict: bool = False, max_failures: int = 3,
                  probe_sets: dict | None = None, config: dict | None = None, seed: int = 0,
                  auto_batches: bool = True, telemetry_every: int = 50,
-                 owns_writer: bool = True, engine: Any = None) -> None:
+                 owns_writer: bool = True, engine: Any = None,
+                 report: Callable[[str], None] | None = None) -> None:
         self.model = model
         self.optimizer = optimizer
         self.writer = writer
@@ -65,7 +69,8 @@ class Run:
         self._passes = InternalPasses(self)
         self._replacements = Replacements()
         self._policy = FailurePolicy(strict=strict, max_failures=max_failures,
-                                     report=self._record_error, step=lambda: self.step)
+                                     record=self._record_error, report=report or warn,
+                                     step=lambda: self.step)
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
@@ -228,7 +233,7 @@ class Run:
                 self.writer.close()
 
     def _detach_all(self) -> None:
-        quiet = FailurePolicy(warn_only=True)
+        quiet = dataclasses.replace(self._policy, warn_only=True)
         for slot in self._dispatcher.slots:
             if slot.registrar is not None:
                 slot.registrar.remove_all()
@@ -344,6 +349,11 @@ class Run:
         return None
 
     # -- reporting -------------------------------------------------------------------------
+    def disabled_plugins(self) -> list[tuple[str, str]]:
+        """``(name, why)`` of each plugin the failure policy disabled during the run."""
+        return [(s.name, s.disabled_because) for s in self._dispatcher.slots
+                if s.disabled_because is not None]
+
     def replaced_values(self) -> list[str]:
         """Which mutators replaced a value (batch, gradient, activation...) in the current
         batch: what to suspect when the step then fails outside any plugin."""
