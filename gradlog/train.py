@@ -241,19 +241,9 @@ class Trainer:
         ones a checkpoint at this step carries (see ``_restore``)."""
         from tensorboard.compat.proto.event_pb2 import Event
         step = self.run.step
-        file_writer = self.run.writer._get_file_writer().event_writer
-        captured: list[bytes] = []
-
-        def write(payload: bytes) -> None:
-            type(file_writer).write(file_writer, payload)
-            captured.append(payload)
-
-        file_writer.write = write  # NOTE: on this instance only, for the block
-        try:
+        with self.run.writer.capture_events() as captured:
             yield captured
-        finally:
-            del file_writer.write
-            captured[:] = [p for p in captured if Event.FromString(p).step >= step]
+        captured[:] = [p for p in captured if Event.FromString(p).step >= step]
 
     # -- running -----------------------------------------------------------------------------
     def execute(self, err: TextIO) -> int:

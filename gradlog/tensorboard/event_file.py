@@ -35,7 +35,7 @@ import time
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from . import lifecycle
-from .lifecycle import deferred_signals, main_thread
+from .lifecycle import deferred_signals, enter_critical, leave_critical, main_thread
 from .record import frame
 
 __all__ = ["EventFileWriter"]
@@ -78,6 +78,7 @@ class EventFileWriter:
         self._fd: int | None = None
         self._closed = False
         self._error: OSError | None = None  # hit by the idle flusher; raised by the next call
+        self._captured: list[bytes] | None = None
         self._last_flush = time.monotonic()
         try:
             os.makedirs(self.log_dir, exist_ok=True)
@@ -122,17 +123,12 @@ class EventFileWriter:
         # NOTE: the main thread is marked busy *before* it takes the lock and unmarked after it
         # lets go, so a signal handler (always on the main thread) never waits for a lock the
         # thread it interrupted holds: it defers the flush, and we run it here on the way out.
-        main = _get_ident() == main_thread.ident
-        if main:
-            main_thread.busy += 1
+        main = enter_critical()
         try:
             with self._lock:
                 return operation(*args)
         finally:
-            if main:
-                main_thread.busy -= 1
-                if deferred_signals and not main_thread.busy:
-                    lifecycle.run_deferred()
+            leave_critical(main)
 
     def write(self, payload: bytes) -> None:
         """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
@@ -144,6 +140,8 @@ class EventFileWriter:
         try:
             with self._lock:
                 self._append(record)
+                if self._captured is not None:
+                    self._captured.append(payload)
         finally:
             if main:
                 main_thread.busy -= 1
@@ -153,6 +151,12 @@ class EventFileWriter:
     def add_event(self, event: Event) -> None:
         """Queue an ``Event`` message."""
         self.write(event.SerializeToString())
+
+    def capture_into(self, payloads: list[bytes] | None) -> None:
+        """Also append every serialized event written from now on to ``payloads``, in file
+        order (None stops)."""
+        with self._lock:
+            self._captured = payloads
 
     def flush(self) -> None:
         """Write every pending event to the file (the OS's cache; no fsync)."""
