@@ -73,8 +73,8 @@ def _cuts(edges: np.ndarray, dtype) -> np.ndarray:
 
 def _one_pass(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float, float]:
     """How many of ``values`` lie below each of the increasing ``cuts`` (see :func:`_cuts`),
-    and their sum and sum of squares in float64 (as PyTorch takes them, and may overflow, as
-    there), block by block through the thread's buffers."""
+    and their sum and sum of squares in float64 (as PyTorch takes them), block by block
+    through the thread's buffers."""
     below = np.zeros(len(cuts), dtype=np.int64)
     block_buffer, wide_buffer = _buffers.get(values.dtype), _buffers.get(np.dtype(np.float64))
     total = squares = 0.0
@@ -82,18 +82,16 @@ def _one_pass(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float, 
         chunk = values[start:start + _BLOCK]
         wide = wide_buffer[:chunk.size]
         wide[...] = chunk
-        with np.errstate(over="ignore", invalid="ignore"):
-            total += float(np.add.reduce(wide))
-            squares += float(np.add.reduce(np.multiply(wide, wide, out=wide)))
-        if len(cuts) == 0:
-            continue
-        block = block_buffer[:chunk.size]
-        block[...] = chunk
-        block.sort()
-        first, last = cuts.searchsorted((block[0], block[-1]), side="right")
-        below[first:last] += block.searchsorted(cuts[first:last], side="left")
-        below[last:] += block.size
-    return below, total, squares
+        total += np.add.reduce(wide)
+        squares += np.add.reduce(np.multiply(wide, wide, out=wide))
+        if len(cuts):
+            block = block_buffer[:chunk.size]
+            block[...] = chunk
+            block.sort()
+            first, last = cuts.searchsorted((block[0], block[-1]), side="right")
+            below[first:last] += block.searchsorted(cuts[first:last], side="left")
+            below[last:] += block.size
+    return below, float(total), float(squares)
 
 
 @functools.lru_cache(maxsize=8)
@@ -103,14 +101,16 @@ def _tensorflow_cuts(dtype: np.dtype, max_bins: int | None) -> tuple[np.ndarray,
 
 
 def _edges_and_cuts(bins, max_bins, finite: np.ndarray, low: float, high: float):
-    """The (``max_bins``-subsampled) edges and their cuts for ``finite``'s dtype."""
+    """The (``max_bins``-subsampled) edges, their cuts for ``finite``'s dtype, and whether
+    the edges are known to stay distinct in float32 (PyTorch's default ones: 10% apart)."""
     if type(bins) is str and bins == "tensorflow":
-        return _tensorflow_cuts(finite.dtype, None if max_bins is None else int(max_bins))
+        max_bins = None if max_bins is None else int(max_bins)
+        return (*_tensorflow_cuts(finite.dtype, max_bins), True)
     edges = _fixed_edges(bins)
     if edges is None:
         edges = _data_edges(finite, bins, low, high)
     edges = _subsampled(edges, max_bins)
-    return edges, _cuts(edges, finite.dtype)
+    return edges, _cuts(edges, finite.dtype), False
 
 
 def _finite(values: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -122,6 +122,14 @@ def _finite(values: np.ndarray) -> tuple[np.ndarray, float, float]:
             return values, math.nan, math.nan
         low, high = float(values.min()), float(values.max())
     return values, low, high
+
+
+def _passed(finite: np.ndarray, cuts: np.ndarray, low: float, high: float):
+    """:func:`_one_pass`; where squares may overflow float64 (as PyTorch's do), quietly."""
+    if max(abs(low), abs(high)) < 1e140:
+        return _one_pass(finite, cuts)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _one_pass(finite, cuts)
 
 
 def _estimated_bin_count(values: np.ndarray, rule: str, low: float, high: float) -> int:
@@ -177,9 +185,15 @@ def _merge(limits: np.ndarray, counts: np.ndarray, starts: np.ndarray):
     return limits[ends], np.add.reduceat(counts, starts)
 
 
-def _float32_distinct(low: float, limits: np.ndarray, counts: np.ndarray):
-    """Drop inner edges that the loaders' float32 conversion would make non-increasing."""
-    bounds = np.concatenate(([low], limits)).astype(np.float32)
+def _float32_distinct(low: float, limits: np.ndarray, counts: np.ndarray,
+                      inner_distinct: bool = False):
+    """Drop inner edges that the loaders' float32 conversion would make non-increasing
+    (``inner_distinct``: only the first and last inner edge can, next to min and max)."""
+    bounds = limits.astype(np.float32)
+    if len(bounds) == 1 or (inner_distinct and bounds[0] > np.float32(low)
+                            and bounds[-2] < bounds[-1]):
+        return limits, counts
+    bounds = np.concatenate(([np.float32(low)], bounds))
     keep = bounds[1:-1] > bounds[:-2]
     keep &= bounds[1:-1] < bounds[-1]
     if keep.all():
@@ -258,14 +272,20 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
         half = 0.5 if np.float32(low - 0.5) < np.float32(low + 0.5) else abs(low) * 2.0**-20
         low, high = low - half, high + half
         limits, counts = np.array([high]), np.array([finite.size])
-        _, total, squares = _one_pass(finite, limits[:0])
+        _, total, squares = _passed(finite, limits[:0], low, high)
     else:
-        edges, cuts = _edges_and_cuts(bins, max_bins, finite, low, high)
+        edges, cuts, distinct = _edges_and_cuts(bins, max_bins, finite, low, high)
         first = edges.searchsorted(low, side="right")  # edges[first:last] lie inside
         last = edges.searchsorted(high, side="left")
-        limits = np.append(edges[first:last], high)
-        below, total, squares = _one_pass(finite, cuts[first:last])
-        counts = np.diff(below, prepend=0, append=finite.size)
-        limits, counts = _float32_distinct(low, limits, counts)
+        limits = np.empty(last - first + 1)
+        limits[:-1] = edges[first:last]
+        limits[-1] = high
+        below, total, squares = _passed(finite, cuts[first:last], low, high)
+        counts = np.empty(len(limits), dtype=np.int64)  # between neighbouring cuts
+        counts[0] = below[0] if len(below) else finite.size
+        if len(below):
+            np.subtract(below[1:], below[:-1], out=counts[1:-1])
+            counts[-1] = finite.size - below[-1]
+        limits, counts = _float32_distinct(low, limits, counts, distinct)
     proto = _encoded(low, high, float(finite.size), total, squares, limits, counts)
     return proto, nonfinite
