@@ -146,13 +146,25 @@ def _estimated_bin_count(values: np.ndarray, rule: str, low: float, high: float)
 def _data_edges(values: np.ndarray, bins, low: float, high: float) -> np.ndarray:
     """Equal-width edges over ``[low, high]``: ``bins`` of them, or as many as a numpy rule
     (``"auto"``, ``"fd"``, ...) asks for."""
-    if not isinstance(bins, str):
-        return np.linspace(low, high, int(bins) + 1)
-    if bins in ("auto", "fd"):
-        count = _estimated_bin_count(values, bins, low, high)
-    else:
-        count = len(np.histogram_bin_edges(values, bins=bins, range=(low, high))) - 1
-    return np.linspace(low, high, max(1, min(count, _MAX_ESTIMATED_BINS)) + 1)
+    with np.errstate(over="ignore", invalid="ignore"):  # (statistics of huge values)
+        if not isinstance(bins, str):
+            return np.linspace(low, high, int(bins) + 1)
+        if bins in ("auto", "fd"):
+            count = _estimated_bin_count(values, bins, low, high)
+        else:
+            count = _rule_bin_count(values, bins, low, high)
+        return np.linspace(low, high, max(1, min(count, _MAX_ESTIMATED_BINS)) + 1)
+
+
+def _rule_bin_count(values: np.ndarray, rule: str, low: float, high: float) -> int:
+    # NOTE: numpy refuses ranges of a few subnormal float32 values ("Too many bins for data
+    # range"); in float64 they are ordinary, and a histogram must not fail on finite data.
+    for data in (values, values.astype(np.float64)):
+        try:
+            return len(np.histogram_bin_edges(data, bins=rule, range=(low, high))) - 1
+        except ValueError:
+            continue
+    return 1
 
 
 def _fixed_edges(bins) -> np.ndarray | None:
@@ -189,11 +201,12 @@ def _float32_distinct(low: float, limits: np.ndarray, counts: np.ndarray,
                       inner_distinct: bool = False):
     """Drop inner edges that the loaders' float32 conversion would make non-increasing
     (``inner_distinct``: only the first and last inner edge can, next to min and max)."""
-    bounds = limits.astype(np.float32)
-    if len(bounds) == 1 or (inner_distinct and bounds[0] > np.float32(low)
-                            and bounds[-2] < bounds[-1]):
+    with np.errstate(over="ignore"):  # beyond float32's range the loaders see +-inf too
+        bounds = limits.astype(np.float32)
+        low32 = np.float32(low)
+    if len(bounds) == 1 or (inner_distinct and bounds[0] > low32 and bounds[-2] < bounds[-1]):
         return limits, counts
-    bounds = np.concatenate(([np.float32(low)], bounds))
+    bounds = np.concatenate(([low32], bounds))
     keep = bounds[1:-1] > bounds[:-2]
     keep &= bounds[1:-1] < bounds[-1]
     if keep.all():
@@ -266,10 +279,12 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
     nonfinite = flat.size - finite.size
     if finite.size == 0:
         return None, nonfinite
-    if np.float32(low) == np.float32(high):
+    with np.errstate(over="ignore"):  # (beyond float32's range both are +-inf)
+        constant = np.float32(low) == np.float32(high)
         # NOTE: a zero-width bucket would be invisible; widen it, and more where +-0.5 rounds
         # away in float32.
         half = 0.5 if np.float32(low - 0.5) < np.float32(low + 0.5) else abs(low) * 2.0**-20
+    if constant:
         low, high = low - half, high + half
         limits, counts = np.array([high]), np.array([finite.size])
         _, total, squares = _passed(finite, limits[:0], low, high)
