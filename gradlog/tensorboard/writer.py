@@ -17,7 +17,6 @@ caller; only their writing waits its turn.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import time
@@ -179,23 +178,34 @@ class SummaryWriter:
             max_bins: merge neighbouring buckets down to at most this many.
 
         Non-finite values are not bucketed but counted: from the first time a tag has any, the
-        count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time).
+        count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time,
+        issued where the histogram is computed: with ``background``, on the writer's thread,
+        by ``flush()`` at the latest).
         """
         tag = clean_tag(tag)
         array = to_numpy(values)
         check_arguments(array, bins, max_bins)
-        if tag not in self._nonfinite_tags and not _all_finite(array):
-            self._nonfinite_tags.add(tag)
-            nonfinite = array.size - int(np.count_nonzero(np.isfinite(array)))
-            warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left out of "
-                          f"the histogram; their count is logged as {tag + '/nonfinite'!r}",
-                          RuntimeWarning, stacklevel=2)
         if not isinstance(bins, (str, int)):
             bins = np.array(bins, dtype=np.float64)  # the caller may change its list
         array = self._copy(array)
         self._get_file_writer().add_summary_later(
-            _histogram_summary, (tag, array, bins, max_bins, tag in self._nonfinite_tags),
-            global_step, walltime, array.nbytes, f"add_histogram({tag!r})")
+            self._histogram_summary, (tag, array, bins, max_bins), global_step, walltime,
+            array.nbytes, f"add_histogram({tag!r})")
+
+    def _histogram_summary(self, tag: str, values: np.ndarray, bins, max_bins) -> Summary:
+        # (on the background thread, in call order: the tags' non-finite state is its own)
+        proto, nonfinite = histogram_proto(values, bins, max_bins)
+        summary = Summary()
+        if proto is not None:
+            summary.value.add(tag=tag, histo=proto)
+        if nonfinite and tag not in self._nonfinite_tags:
+            self._nonfinite_tags.add(tag)
+            warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left out of "
+                          f"the histogram; their count is logged as {tag + '/nonfinite'!r}",
+                          RuntimeWarning, stacklevel=2)
+        if tag in self._nonfinite_tags:
+            summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
+        return summary
 
     def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits,
                           bucket_counts, global_step=None, walltime=None) -> None:
@@ -425,24 +435,3 @@ class SummaryWriter:
     def __exit__(self, exc_type, exc_val, exc_tb) -> None:
         self.close()
 
-
-def _all_finite(array: np.ndarray) -> bool:
-    """Whether every value is finite: one sum (NaN and Inf propagate), and an exact check only
-    when the sum is not finite (it may have overflowed)."""
-    if array.dtype.kind != "f":
-        return True
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = float(np.add.reduce(array, axis=None))
-    return math.isfinite(total) or bool(np.isfinite(array).all())
-
-
-def _histogram_summary(tag: str, values: np.ndarray, bins, max_bins,
-                       with_nonfinite: bool) -> Summary:
-    """The histogram of ``values`` and, with ``with_nonfinite``, the count of the rest."""
-    proto, nonfinite = histogram_proto(values, bins, max_bins)
-    summary = Summary()
-    if proto is not None:
-        summary.value.add(tag=tag, histo=proto)
-    if with_nonfinite:
-        summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
-    return summary

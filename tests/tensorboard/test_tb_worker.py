@@ -168,7 +168,7 @@ def test_the_background_writer_writes_the_synchronous_writers_files(tmp_path):
     image = np.random.default_rng(0).random((3, 16, 12)).astype(np.float32)
     values = np.random.default_rng(1).standard_normal(5000).astype(np.float32)
     for background in (True, False):
-        with pytest.warns(RuntimeWarning, match="'bad'"):
+        with pytest.warns(RuntimeWarning, match="'bad'"):  # by close() at the latest
             with SummaryWriter(tmp_path / str(background), background=background) as writer:
                 log_everything(writer, image, values)
     assert payloads(tmp_path / "True") == payloads(tmp_path / "False")
@@ -279,13 +279,13 @@ def test_an_encoding_error_surfaces_with_the_call_that_caused_it(log_dir, monkey
 
 def slow_histograms(monkeypatch):
     """Histogram jobs wait for the returned gate; returns it."""
-    gate, real = Gate(), writer_module._histogram_summary
+    gate, real = Gate(), writer_module.histogram_proto
 
     def slow(*args):
         gate()
         return real(*args)
 
-    monkeypatch.setattr(writer_module, "_histogram_summary", slow)
+    monkeypatch.setattr(writer_module, "histogram_proto", slow)
     return gate
 
 

@@ -22,7 +22,7 @@ QUEUED = """
     import numpy as np
     from gradlog.tensorboard import SummaryWriter
     from gradlog.tensorboard import writer as writer_module
-    real = writer_module._histogram_summary
+    real = writer_module.histogram_proto
     release = sys.argv[1] + ".release"
 
     def slow(*args):
@@ -30,7 +30,7 @@ QUEUED = """
             time.sleep(0.01)
         return real(*args)
 
-    writer_module._histogram_summary = slow
+    writer_module.histogram_proto = slow
     writer = SummaryWriter(sys.argv[1], max_queue=1000, flush_secs=1000)
     for step in range(20):
         writer.add_histogram("w", np.arange(100.0) + step, step)
@@ -149,7 +149,7 @@ def test_a_forked_child_drops_the_parents_queued_jobs(log_dir):
     result = run_python(QUEUED.format(after="") + """
     pid = os.fork()
     if pid == 0:  # the parent's 40 queued jobs are the parent's
-        writer_module._histogram_summary = real
+        writer_module.histogram_proto = real
         writer.add_histogram("child", np.arange(3.0), 0)
         writer.close()
         os._exit(0)
