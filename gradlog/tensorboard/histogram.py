@@ -36,6 +36,7 @@ from tensorboard.compat.proto.summary_pb2 import HistogramProto
 __all__ = ["histogram_proto", "tensorflow_edges", "check_arguments"]
 
 _BLOCK = 1 << 16  # values per sorted block: 256 KiB of float32, 512 KiB of float64
+_SMALL = 4096  # up to this many values are sorted at once, without the reused buffers
 _MAX_ESTIMATED_BINS = 10_000  # 'auto'/'fd' explode on outliers (tensorboardX#1)
 
 
@@ -75,6 +76,11 @@ def _one_pass(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float, 
     """How many of ``values`` lie below each of the increasing ``cuts`` (see :func:`_cuts`),
     and their sum and sum of squares in float64 (as PyTorch takes them), block by block
     through the thread's buffers."""
+    if values.size <= _SMALL:  # the same, in fewer numpy calls
+        block = np.sort(values)
+        wide = block.astype(np.float64)
+        return (block.searchsorted(cuts, side="left"), float(np.add.reduce(wide)),
+                float(np.add.reduce(np.multiply(wide, wide, out=wide))))
     below = np.zeros(len(cuts), dtype=np.int64)
     block_buffer, wide_buffer = _buffers.get(values.dtype), _buffers.get(np.dtype(np.float64))
     total = squares = 0.0
