@@ -99,13 +99,15 @@ def test_the_byte_bound_makes_the_caller_wait_but_takes_a_large_job_alone():
 
 
 def test_a_job_error_is_raised_by_the_next_call_naming_the_job_and_later_jobs_run():
-    worker, ran = BackgroundWorker(max_items=10, max_bytes=1 << 20), []
+    worker, ran, gate = BackgroundWorker(max_items=10, max_bytes=1 << 20), [], Gate()
 
     def fail():
         raise OSError(28, "No space left on device", "/somewhere/events.out.tfevents.1")
 
+    worker.submit(gate)  # holds the thread until all three are queued
     worker.submit(fail, what="add_histogram('w')")
     worker.submit(ran.append, (1,))
+    gate.opened.set()
     with pytest.raises(OSError) as raised:
         worker.drain()
     assert raised.value.filename.endswith("tfevents.1") and ran == [1]
@@ -270,9 +272,9 @@ def test_an_encoding_error_surfaces_with_the_call_that_caused_it(log_dir, monkey
     writer = SummaryWriter(log_dir)
     writer.add_image("picture", np.zeros((3, 2, 2)), 0)
     with pytest.raises(MemoryError) as raised:
-        writer.add_histogram("h", np.arange(3.0), 0)
-        writer.flush()
+        writer.flush()  # (or any call after the job ran)
     assert "add_image('picture')" in "".join(raised.value.__notes__)
+    writer.add_histogram("h", np.arange(3.0), 0)  # raised once, then the writer goes on
     writer.close()
     assert [v.tag for e in read_events(log_dir) for v in e.summary.value] == ["h"]
 
