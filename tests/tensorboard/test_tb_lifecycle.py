@@ -12,6 +12,7 @@ import time
 
 import pytest
 from tb_helpers import (
+    SIGTERM_STORM,
     child_env,
     event_files,
     read_events,
@@ -160,20 +161,9 @@ def test_sigkill_loses_only_unflushed_events_and_corrupts_nothing(log_dir):
 def test_signals_at_random_points_never_deadlock_duplicate_or_tear(log_dir):
     # A thread sends SIGTERM every few hundred microseconds while the main thread logs; the
     # program's own handler counts them. Every event must be in the file exactly once.
-    result = run_python("""
-        import os, signal, sys, threading, time
-        received = []
-        signal.signal(signal.SIGTERM, lambda *_: received.append(1))
+    result = run_python(SIGTERM_STORM + textwrap.dedent("""
         from gradlog.tensorboard import SummaryWriter
         writer = SummaryWriter(sys.argv[1], max_queue=7)
-        done = threading.Event()
-
-        def pester():
-            while not done.is_set():
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.0003)
-
-        threading.Thread(target=pester, daemon=True).start()
         for step in range(30000):
             writer.add_scalar("loss", float(step), step)
             if step % 1000 == 0:
@@ -181,7 +171,7 @@ def test_signals_at_random_points_never_deadlock_duplicate_or_tear(log_dir):
         done.set()
         writer.close()
         print(len(received))
-    """, log_dir, timeout=120)
+    """), log_dir, timeout=120)
     assert int(result.stdout) > 10
     (path,) = event_files(log_dir)
     payloads, torn = strict_records(path)

@@ -9,7 +9,14 @@ import textwrap
 import time
 
 import pytest
-from tb_helpers import child_env, event_files, read_events, run_python, strict_records
+from tb_helpers import (
+    SIGTERM_STORM,
+    child_env,
+    event_files,
+    read_events,
+    run_python,
+    strict_records,
+)
 from tensorboard.compat.proto.event_pb2 import Event
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -111,21 +118,10 @@ def test_sigkill_during_background_logging_leaves_an_intact_prefix(log_dir):
 def test_signals_at_random_points_never_deadlock_duplicate_or_reorder(log_dir):
     # A thread sends SIGTERM every few hundred microseconds while the main thread logs
     # histograms and scalars through the worker; the program's own handler counts them.
-    result = run_python("""
-        import os, signal, sys, threading, time
+    result = run_python(SIGTERM_STORM + textwrap.dedent("""
         import numpy as np
-        received = []
-        signal.signal(signal.SIGTERM, lambda *_: received.append(1))
         from gradlog.tensorboard import SummaryWriter
         writer = SummaryWriter(sys.argv[1], max_queue=3)
-        done = threading.Event()
-
-        def pester():
-            while not done.is_set():
-                os.kill(os.getpid(), signal.SIGTERM)
-                time.sleep(0.0003)
-
-        threading.Thread(target=pester, daemon=True).start()
         values = np.arange(2000.0)
         for step in range(3000):
             writer.add_histogram("w", values, step)
@@ -135,7 +131,7 @@ def test_signals_at_random_points_never_deadlock_duplicate_or_reorder(log_dir):
         done.set()
         writer.close()
         print(len(received), writer.queue_waits)
-    """, log_dir, timeout=180)
+    """), log_dir, timeout=180)
     received, waits = map(int, result.stdout.split())
     assert received > 10 and waits > 0
     (path,) = event_files(log_dir)
