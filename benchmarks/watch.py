@@ -173,6 +173,7 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
 def _wandb_watched(weights: list, contenders: dict) -> Any:
     if importlib.util.find_spec("wandb") is None:
         return None
+    os.environ.setdefault("WANDB_SILENT", "true")
     import wandb
 
     from .mlp import TorchMLP
