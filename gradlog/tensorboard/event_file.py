@@ -37,7 +37,7 @@ import time
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from . import lifecycle
-from .lifecycle import deferred_signals, main_thread
+from .lifecycle import deferred_signals, enter_critical, leave_critical, main_thread
 from .record import frame
 
 __all__ = ["EventFileWriter"]
@@ -138,17 +138,12 @@ class EventFileWriter:
         # NOTE: the main thread is marked busy *before* it takes the lock and unmarked after it
         # lets go, so a signal handler (always on the main thread) never waits for a lock the
         # thread it interrupted holds: it defers the flush, and we run it here on the way out.
-        main = _get_ident() == main_thread.ident
-        if main:
-            main_thread.busy += 1
+        main = enter_critical()
         try:
             with self._lock:
                 return operation(*args)
         finally:
-            if main:
-                main_thread.busy -= 1
-                if deferred_signals and not main_thread.busy:
-                    lifecycle.run_deferred()
+            leave_critical(main)
 
     def write(self, payload: bytes) -> None:
         """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
