@@ -49,13 +49,25 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0]
 
 
+def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` hold the same values bit for bit (NaN payloads and the sign of
+    zero included), so that their histograms are the same."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.kind == "f":
+        bits = np.dtype(f"u{a.dtype.itemsize}")
+        a, b = a.view(bits), b.view(bits)
+    return bool(np.array_equal(a, b))
+
+
 class Histogram(Plugin):
     """Histograms of weights, gradients (raw and final) and activations, every N steps.
 
     Gradients are logged twice: ``histogram/grad_raw/<param>`` as backward produced them
     (taken after the last backward of the step, before any mutator such as grad-clip or
     grad-noise) and ``histogram/grad/<param>`` as the optimizer applies them (taken in
-    on_before_optimizer_step, after every mutator). ``histogram/weight/<param>`` is taken
+    on_before_optimizer_step, after every mutator; when nothing changed them, bit for bit,
+    one histogram is computed for both). ``histogram/weight/<param>`` is taken
     before the update; ``histogram/activation/<module>`` comes from forward hooks on the
     selected leaf modules, registered only for the first forward of a logging step (until its
     backward; with gradient accumulation, the first micro-batch). The update ratio
@@ -124,10 +136,23 @@ class Histogram(Plugin):
         if not self._is_due(run):
             return
         for n, p in self._param_list:
-            if "grad" in self._kinds and p.grad is not None:
-                run.log_histogram(f"histogram/grad/{n}", p.grad, bins=self.options.bins)
-            if "update_ratio" in self._kinds and p.grad is not None:
+            if p.grad is None:
+                continue
+            if "grad" in self._kinds:
+                self._log_final_grad(run, n, run.engine.to_numpy(p.grad))
+            if "update_ratio" in self._kinds:
                 self._before[n] = np.array(run.engine.to_numpy(p), dtype=np.float64)
+
+    def _log_final_grad(self, run: Any, name: str, grad: np.ndarray) -> None:
+        # Unless a mutator (or the user's loop) changed it, the final gradient is the raw one,
+        # bit for bit: then one histogram is computed and written under both tags.
+        raw = self._raw.get(name)
+        if raw is not None and _same_bits(raw, grad):
+            del self._raw[name]
+            run.log_histogram(f"histogram/grad/{name}", raw, bins=self.options.bins,
+                              also_tags=(f"histogram/grad_raw/{name}",))
+        else:
+            run.log_histogram(f"histogram/grad/{name}", grad, bins=self.options.bins)
 
     def on_after_optimizer_step(self, run: Any) -> None:
         # Fired on every step, also one that nan-guard skipped (there the raw gradients, NaN

@@ -31,6 +31,7 @@ class Slot:
         self.failures: dict[str, int] = {}  # consecutive failures, per event or hook kind
         self.total_failures = 0
         self.seconds = 0.0      # time spent since the last telemetry point
+        self.queue_waits = 0    # waits for the writer's full queue since then
         self.registrar: Any = None
         self.generator: Any = None
         self.drawing: Any = None  # the generator object to draw from inside its internal pass

@@ -26,6 +26,11 @@ from .view import PluginRun
 __all__ = ["Run"]
 
 
+def _logs_several_tags_at_once(writer: Any) -> bool:
+    from ..tensorboard import SummaryWriter  # (lazily: a run may log elsewhere)
+    return isinstance(writer, SummaryWriter)
+
+
 class Run:
     """One training run with plugins attached. Create it with ``gl.watch(...)`` (your own
     loop) or let ``gradlog train`` create it.
@@ -34,7 +39,9 @@ class Run:
     plugins that use labels or replace inputs), ``run.epoch_end()``,
     ``run.validation_end(metrics)``; log with ``run.log_scalar(tag, value)``.
     Each plugin's ``plugins/<name>/ms_per_step`` is logged every ``telemetry_every`` steps and
-    at each epoch end (``telemetry_every=0`` turns it off, as ``PluginHarness`` does).
+    at each epoch end (``telemetry_every=0`` turns it off, as ``PluginHarness`` does), and with
+    gradlog's writer ``plugins/<name>/queue_waits``: how often per step the plugin's calls
+    waited for the writer's full background queue (both averaged since the previous point).
     The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
     failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
     ``gradlog train`` prints it as one of its own lines).
@@ -70,7 +77,7 @@ class Run:
         self._replacements = Replacements()
         self._policy = FailurePolicy(strict=strict, max_failures=max_failures,
                                      record=self._record_error, report=report or warn,
-                                     step=lambda: self.step)
+                                     step=lambda: self.step, queue_waits=self._queue_waits)
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
@@ -127,10 +134,21 @@ class Run:
             self.writer.add_scalar(tag, v, self.step if step is None else step)
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
-                      bins: Any = "tensorflow") -> None:
-        if self.writer is not None:
-            self.writer.add_histogram(tag, self.engine.to_numpy(values),
-                                      self.step if step is None else step, bins=bins)
+                      bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = ()) -> None:
+        """Log a histogram at ``step`` (default: the current step), and the same one under
+        each of ``also_tags`` (computed once by gradlog's writer; by another writer, once per
+        tag)."""
+        writer = self.writer
+        if writer is None:
+            return
+        array, step = self.engine.to_numpy(values), self.step if step is None else step
+        if not also_tags:
+            writer.add_histogram(tag, array, step, bins=bins)
+        elif _logs_several_tags_at_once(writer):
+            writer.add_histogram(tag, array, step, bins=bins, also_tags=also_tags)
+        else:
+            for each in (tag, *also_tags):
+                writer.add_histogram(each, array, step, bins=bins)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW") -> None:
@@ -363,14 +381,22 @@ class Run:
         if self.writer is not None:
             self.writer.add_text("plugins/errors", f"{message}\n\n```\n{tb}\n```", self.step)
 
+    def _queue_waits(self) -> int:
+        return getattr(self.writer, "queue_waits", 0)
+
     def _log_telemetry(self, step: int | None = None) -> None:
         n = max(self._steps_since_telemetry, 1)
+        step = self.step if step is None else step
+        writer = self.writer
+        queued = hasattr(writer, "queue_waits")  # (gradlog's writer; 0 without its thread)
         for slot in self._dispatcher.slots:
-            if self.writer is not None and slot.enabled:
-                self.writer.add_scalar(f"plugins/{slot.name}/ms_per_step",
-                                       slot.seconds * 1000.0 / n,
-                                       self.step if step is None else step)
-            slot.seconds = 0.0
+            if writer is not None and slot.enabled:
+                writer.add_scalar(f"plugins/{slot.name}/ms_per_step",
+                                  slot.seconds * 1000.0 / n, step)
+                if queued:
+                    writer.add_scalar(f"plugins/{slot.name}/queue_waits",
+                                      slot.queue_waits / n, step)
+            slot.seconds, slot.queue_waits = 0.0, 0
         self._steps_since_telemetry = 0
 
     # -- checkpoints -----------------------------------------------------------------------

@@ -50,8 +50,8 @@ class PluginRun:
         self._run.log_scalar(tag, value, step, metric=False)
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
-                      bins: Any = "tensorflow") -> None:
-        self._run.log_histogram(tag, values, step, bins=bins)
+                      bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = ()) -> None:
+        self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW") -> None:

@@ -19,13 +19,11 @@ caller; only their writing waits its turn.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 import time
 import warnings
 import weakref
-from collections.abc import Iterator
 from datetime import datetime
 
 import numpy as np
@@ -199,42 +197,47 @@ class SummaryWriter:
         self._emit(tensor_summary(clean_tag(tag), to_numpy(tensor)), global_step, walltime)
 
     def add_histogram(self, tag: str, values, global_step=None, bins="tensorflow",
-                      walltime=None, max_bins: int | None = None) -> None:
+                      walltime=None, max_bins: int | None = None, *,
+                      also_tags: tuple[str, ...] = ()) -> None:
         """Log the distribution of ``values`` (histogram and distribution dashboards).
 
         Args:
             bins: ``"tensorflow"`` (PyTorch's default exponential edges), a numpy estimator
                 (``"auto"``, ``"fd"``, ...), a bin count, or increasing edges.
             max_bins: merge neighbouring buckets down to at most this many.
+            also_tags: more tags that get the same histogram (computed once, written in the
+                same event), e.g. two names for values known to be equal.
 
         Non-finite values are not bucketed but counted: from the first time a tag has any, the
         count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time,
         issued where the histogram is computed: with ``background``, on the writer's thread,
         by ``flush()`` at the latest).
         """
-        tag = clean_tag(tag)
+        tags = (clean_tag(tag), *(clean_tag(t) for t in also_tags))
         array = to_numpy(values)
         check_arguments(array, bins, max_bins)
         if not isinstance(bins, (str, int)):
             bins = np.array(bins, dtype=np.float64)  # the caller may change its list
         array = self._copy(array)
         self._get_file_writer().add_summary_later(
-            self._histogram_summary, (tag, array, bins, max_bins), global_step, walltime,
-            array.nbytes, f"add_histogram({tag!r})")
+            self._histogram_summary, (tags, array, bins, max_bins), global_step, walltime,
+            array.nbytes, f"add_histogram({tags[0]!r})")
 
-    def _histogram_summary(self, tag: str, values: np.ndarray, bins, max_bins) -> Summary:
+    def _histogram_summary(self, tags: tuple[str, ...], values: np.ndarray, bins,
+                           max_bins) -> Summary:
         # (on the background thread, in call order: the tags' non-finite state is its own)
         proto, nonfinite = histogram_proto(values, bins, max_bins)
         summary = Summary()
-        if proto is not None:
-            summary.value.add(tag=tag, histo=proto)
-        if nonfinite and tag not in self._nonfinite_tags:
-            self._nonfinite_tags.add(tag)
-            warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left out of "
-                          f"the histogram; their count is logged as {tag + '/nonfinite'!r}",
-                          RuntimeWarning, stacklevel=2)
-        if tag in self._nonfinite_tags:
-            summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
+        for tag in tags:
+            if proto is not None:
+                summary.value.add(tag=tag, histo=proto)
+            if nonfinite and tag not in self._nonfinite_tags:
+                self._nonfinite_tags.add(tag)
+                warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left out "
+                              f"of the histogram; their count is logged as "
+                              f"{tag + '/nonfinite'!r}", RuntimeWarning, stacklevel=2)
+            if tag in self._nonfinite_tags:
+                summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
         return summary
 
     def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits,

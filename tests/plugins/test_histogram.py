@@ -72,6 +72,50 @@ def test_raw_gradients_are_unscaled_and_final_ones_scaled_by_the_mutator(engine)
             assert np.abs(raw).max() > 0
 
 
+def _histograms_by_event(log_dir) -> list[dict]:
+    """For each event holding histograms, ``{tag: serialized HistogramProto}``."""
+    return [{v.tag: v.histo.SerializeToString() for v in e.summary.value if v.HasField("histo")}
+            for e in read_events(log_dir) if any(v.HasField("histo") for v in e.summary.value)]
+
+
+@pytest.mark.parametrize("mutated", [False, True])
+def test_unchanged_gradients_are_one_histogram_under_both_tags(tmp_path, engine, mutated):
+    h = PluginHarness(Histogram, every=1, kinds=["grad_raw", "grad"], engine=engine,
+                      plugins=[ScaleGrads(0.5)] if mutated else [])
+    h.run_obj.writer = SummaryWriter(str(tmp_path))
+    h.run(steps=2)
+    events = _histograms_by_event(tmp_path)
+    assert len(events) == 2 * len(PARAMS) * (2 if mutated else 1)
+    for histos in events:
+        if mutated:  # raw and final differ: each its own histogram, in its own event
+            assert len(histos) == 1
+            continue
+        ((final_tag, final), (raw_tag, raw)) = histos.items()
+        assert final_tag.startswith("histogram/grad/")
+        assert raw_tag == final_tag.replace("/grad/", "/grad_raw/") and raw == final
+
+
+def test_gradients_a_users_loop_clips_are_raw_before_and_final_after(lib):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(3, 5), lib.nn.ReLU(), lib.nn.Linear(5, 2))
+    opt = lib.optim.SGD(model.parameters(), lr=0.1)
+    writer, raw, final = MemoryWriter(), [], []
+    with gl.watch(model, opt, plugins=[Histogram(every=1, kinds=["grad_raw", "grad"])],
+                  writer=writer, strict=True):
+        for _ in range(2):
+            opt.zero_grad()
+            model(lib.randn(4, 3)).square().mean().backward()
+            raw.append(np.array(model.get_parameter("0.weight").grad.numpy()))
+            lib.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)  # no plugin knows of it
+            final.append(np.array(model.get_parameter("0.weight").grad.numpy()))
+            opt.step()
+    for kind, expected in (("grad_raw", raw), ("grad", final)):
+        logged = writer.series("histogram", f"histogram/{kind}/0.weight").values
+        for step in range(2):
+            np.testing.assert_array_equal(logged[step], expected[step].reshape(-1))
+    assert not np.array_equal(raw[0], final[0])
+
+
 def test_update_ratio_equals_norm_of_delta_over_norm_of_weight(engine):
     rec = Recorder()
     h = PluginHarness(Histogram, every=2, kinds=["update_ratio"], plugins=[rec],

@@ -370,7 +370,8 @@ def _server_accumulator(run_dir):
     return acc
 
 
-TIMING = ("train/steps_per_sec", "/ms_per_step", "_hparams_/")  # values differ from run to run
+# values that differ from run to run
+TIMING = ("train/steps_per_sec", "/ms_per_step", "/queue_waits", "_hparams_/")
 
 
 def every_tag(run_dir) -> dict[tuple[str, str], list[tuple[int, object]]]:

@@ -19,6 +19,7 @@ from tensorboard.plugins.projector.projector_config_pb2 import ProjectorConfig
 
 import gradlog as gl
 from gradlog.tensorboard import SummaryWriter
+from gradlog.tensorboard.histogram import histogram_proto
 
 
 def read(*parts):
@@ -109,6 +110,27 @@ def test_histograms_round_trip_and_count_nonfinite(log_dir):
     assert scalar_points(log_dir, "bad/nonfinite") == [(0, 2.0), (1, 1.0), (2, 0.0)]
     assert "allnan" not in accumulator.Tags()["histograms"]
     assert scalar_points(log_dir, "allnan/nonfinite") == [(0, 3.0)]
+
+
+def test_one_histogram_under_several_tags_is_each_tags_histogram(log_dir):
+    values = np.array([0.5, np.nan, 2.0, -3.0, np.inf], dtype=np.float32)
+    with SummaryWriter(log_dir) as writer:
+        with pytest.warns(RuntimeWarning) as warned, pytest.warns(UserWarning, match="'c_d'"):
+            writer.add_histogram("a", values, 4, also_tags=("b", "c d"))
+            writer.flush()
+        writer.add_histogram("a", values[:1], 5, also_tags=("b",))
+    assert {str(w.message).split("'")[1] for w in warned
+            if w.category is RuntimeWarning} == {"a", "b", "c_d"}
+    accumulator = accumulate(log_dir)
+    alone = histogram_proto(values)[0]
+    for tag in ("a", "b", "c_d"):
+        (first, *rest) = accumulator.Histograms(tag)
+        assert first.step == 4 and first.histogram_value.num == 3
+        assert list(first.histogram_value.bucket) == list(alone.bucket)
+        assert scalar_points(log_dir, f"{tag}/nonfinite")[0] == (4, 2.0)
+    assert [h.step for h in accumulator.Histograms("b")] == [4, 5]
+    with pytest.raises(TypeError, match="a tag must be a str"):
+        SummaryWriter(log_dir).add_histogram("a", values, also_tags=(1,))
 
 
 def test_histogram_raw_drops_empty_end_buckets(log_dir):
