@@ -39,7 +39,7 @@ class GradlogEngine(Engine):
     def to_numpy(self, value: Any) -> np.ndarray:
         if isinstance(value, Tensor):
             return read_only(value.detach().numpy())
-        return read_only(np.array(value))
+        return read_only(np.asarray(value))
 
     def from_numpy(self, array: Any, like: Any = None) -> Tensor:
         if like is not None:

@@ -49,7 +49,7 @@ class TorchEngine(Engine):
 
     def to_numpy(self, value: Any) -> np.ndarray:
         if not isinstance(value, self.torch.Tensor):
-            return read_only(np.array(value))
+            return read_only(np.asarray(value))
         t = value.detach()
         if t.layout != self.torch.strided:
             t = t.to_dense()

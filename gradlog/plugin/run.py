@@ -26,9 +26,17 @@ from .view import PluginRun
 __all__ = ["Run"]
 
 
-def _logs_several_tags_at_once(writer: Any) -> bool:
-    from ..tensorboard import SummaryWriter  # (lazily: a run may log elsewhere)
-    return isinstance(writer, SummaryWriter)
+_gradlog_writers: dict[type, bool] = {}  # by writer class
+
+
+def _is_gradlog_writer(writer: Any) -> bool:
+    """Whether ``writer`` is gradlog's ``SummaryWriter`` (with its extensions to PyTorch's)."""
+    kind = type(writer)
+    known = _gradlog_writers.get(kind)
+    if known is None:
+        from ..tensorboard import SummaryWriter  # (lazily: a run may log elsewhere)
+        known = _gradlog_writers[kind] = issubclass(kind, SummaryWriter)
+    return known
 
 
 class Run:
@@ -144,11 +152,28 @@ class Run:
         array, step = self.engine.to_numpy(values), self.step if step is None else step
         if not also_tags:
             writer.add_histogram(tag, array, step, bins=bins)
-        elif _logs_several_tags_at_once(writer):
+        elif _is_gradlog_writer(writer):
             writer.add_histogram(tag, array, step, bins=bins, also_tags=also_tags)
         else:
             for each in (tag, *also_tags):
                 writer.add_histogram(each, array, step, bins=bins)
+
+    def log_scalar_from(self, tag: str, function: Callable[..., Any], values: tuple,
+                        step: int | None = None) -> None:
+        """Log the number ``function(*arrays)`` of ``values`` (tensors or arrays, as numpy
+        arrays; None logs nothing) at ``step``: gradlog's writer computes it on its background
+        thread from copies, another writer at once. Not one of the loop's metrics."""
+        writer = self.writer
+        if writer is None:
+            return
+        arrays = tuple(self.engine.to_numpy(v) for v in values)
+        step = self.step if step is None else step
+        if _is_gradlog_writer(writer):
+            writer.add_scalar_from(tag, function, arrays, step)
+            return
+        value = function(*arrays)
+        if value is not None:
+            writer.add_scalar(tag, value, step)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW") -> None:

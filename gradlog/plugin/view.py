@@ -49,6 +49,10 @@ class PluginRun:
     def log_scalar(self, tag: str, value: Any, step: int | None = None) -> None:
         self._run.log_scalar(tag, value, step, metric=False)
 
+    def log_scalar_from(self, tag: str, function: Any, values: tuple,
+                        step: int | None = None) -> None:
+        self._run.log_scalar_from(tag, function, values, step)
+
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = ()) -> None:
         self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags)

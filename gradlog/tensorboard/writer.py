@@ -38,6 +38,11 @@ from .worker import BackgroundWorker
 __all__ = ["SummaryWriter"]
 
 
+def _computed_scalar(tag: str, function, arrays: tuple) -> Summary | None:
+    value = function(*arrays)
+    return None if value is None else _summary.scalar(tag, to_float(value))
+
+
 class SummaryWriter:
     """Writes TensorBoard event files into ``log_dir``, as ``torch.utils.tensorboard`` does.
 
@@ -176,6 +181,18 @@ class SummaryWriter:
             writer.event_writer.write(payload)
         else:
             writer.write(payload)
+
+    def add_scalar_from(self, tag: str, function, values: tuple, global_step=None,
+                        walltime=None) -> None:
+        """Log the number ``function(*values)`` (None logs nothing), e.g. a norm of large
+        arrays. With ``background`` the ``values`` (arrays or tensors) are copied now and
+        ``function`` runs on the writer's thread, in call order; without, at once. As with
+        every job of that thread, an exception it raises is raised by a later call."""
+        tag = clean_tag(tag)
+        arrays = tuple(self._copy(to_numpy(v)) for v in values)
+        self._get_file_writer().add_summary_later(
+            _computed_scalar, (tag, function, arrays), global_step, walltime,
+            sum(a.nbytes for a in arrays), f"add_scalar_from({tag!r})")
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None,
                     walltime=None) -> None:

@@ -39,6 +39,12 @@ def test_gradlog_to_numpy_is_read_only():
         arr[0] = 5.0
 
 
+def test_to_numpy_of_an_array_is_a_read_only_view_not_a_copy():
+    array = np.arange(4.0)
+    view = GradlogEngine().to_numpy(array)
+    assert np.shares_memory(view, array) and not view.flags.writeable
+
+
 # -- torch ---------------------------------------------------------------------------------
 torch = pytest.importorskip("torch")
 
@@ -74,6 +80,8 @@ def test_views_grads_and_conjugate_bits_are_resolved(te):
     z = torch.tensor([1 + 2j]).conj()
     assert te.to_numpy(z)[0] == 1 - 2j
     assert te.to_numpy(3.5) == 3.5 and te.to_numpy(np.arange(3)).tolist() == [0, 1, 2]
+    array = np.arange(3.0)
+    assert np.shares_memory(te.to_numpy(array), array)  # (read-only, as the tensors' views)
 
 
 def test_from_numpy_takes_the_dtype_of_like(te):

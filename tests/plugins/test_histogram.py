@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradlog_plugins.histogram import KINDS, Histogram
+from gradlog_plugins.histogram import KINDS, Histogram, _update_ratio
 from gradlog_plugins.nan_guard import NanGuard
 from plugin_test_helpers import (
     PoisonActivationGrad,
@@ -116,20 +116,44 @@ def test_gradients_a_users_loop_clips_are_raw_before_and_final_after(lib):
     assert not np.array_equal(raw[0], final[0])
 
 
-def test_update_ratio_equals_norm_of_delta_over_norm_of_weight(engine):
+@pytest.mark.parametrize("to_files", [False, True])  # (files: computed on the writer's thread)
+def test_update_ratio_equals_norm_of_delta_over_norm_of_weight(engine, to_files, tmp_path):
     rec = Recorder()
     h = PluginHarness(Histogram, every=2, kinds=["update_ratio"], plugins=[rec],
-                      engine=engine).run(steps=4)
+                      engine=engine)
+    if to_files:
+        h.run_obj.writer = SummaryWriter(str(tmp_path))
+    h.run(steps=4)
+    if to_files:
+        h.run_obj.writer.close()
+        logged = {(v.tag, e.step): v.simple_value for e in read_events(tmp_path)
+                  for v in e.summary.value}
+    else:
+        logged = {}
+        for p in PARAMS:
+            series = h.scalars(f"histogram/update_ratio/{p}")
+            logged.update({(f"histogram/update_ratio/{p}", step): value
+                           for step, value in zip(series.steps, series.values)})
+    assert sorted({step for _, step in logged}) == [0, 2]
     for step in (0, 2):
         before, after = rec.before[step][0], rec.after[step][0]
         for p in PARAMS:
             w0, w1 = before[p].astype(np.float64), after[p].astype(np.float64)
             expected = np.linalg.norm(w1 - w0) / np.linalg.norm(w0)
-            series = h.scalars(f"histogram/update_ratio/{p}")
-            logged = series.values[series.steps.index(step)]
-            assert logged == pytest.approx(expected, rel=1e-6)
-            assert 1e-5 < logged < 1.0
-    assert h.scalars("histogram/update_ratio/0.weight").steps == [0, 2]
+            value = logged[(f"histogram/update_ratio/{p}", step)]
+            assert value == pytest.approx(expected, rel=1e-6)
+            assert 1e-5 < value < 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_update_ratio_of_large_tensors_is_the_float64_formula(dtype):
+    rng = np.random.default_rng(0)
+    before = rng.standard_normal((300, 700)).astype(dtype)  # several pieces, a partial last
+    after = (before + rng.standard_normal(before.shape) * 1e-3).astype(dtype)
+    wide = before.astype(np.float64)
+    expected = np.linalg.norm(after.astype(np.float64) - wide) / np.linalg.norm(wide)
+    assert _update_ratio(before, after) == pytest.approx(expected, rel=1e-12)
+    assert _update_ratio(np.zeros(3, dtype), after[0, :3]) is None
 
 
 def test_activation_hooks_exist_only_during_logging_steps(engine):

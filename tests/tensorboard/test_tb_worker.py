@@ -150,6 +150,9 @@ def log_everything(writer, image, values):
         writer.add_histogram("w", values * (step + 1), step, walltime=100.0 + step)
         writer.add_histogram("w30", values, step, bins=30, max_bins=7, walltime=100.0 + step)
         writer.add_histogram("bad", np.array([1.0, np.nan, 2.0]), step, walltime=100.0 + step)
+        writer.add_histogram("w2", values, step, also_tags=("w3",), walltime=100.0 + step)
+        writer.add_scalar_from("norm", _norm, (values, values * step), step,
+                               walltime=100.0 + step)
         writer.add_image("img", image, step, walltime=100.0 + step)
         writer.add_scalars("pair", {"a": step, "b": -step}, step, walltime=100.0 + step)
         writer.add_text("note", f"step **{step}**", step, walltime=100.0 + step)
@@ -177,7 +180,7 @@ def test_the_background_writer_writes_the_synchronous_writers_files(tmp_path):
     for sub_run in ("pair_a", "pair_b"):
         assert (payloads(tmp_path / "True" / sub_run) == payloads(tmp_path / "False" / sub_run))
     steps = [e.step for e in map(Event.FromString, payloads(tmp_path / "True"))]
-    assert steps == sorted(steps) and len(steps) == 6 * 6 + 2
+    assert steps == sorted(steps) and len(steps) == 6 * 8 + 2
 
 
 def test_values_are_copied_at_the_call(log_dir):
@@ -202,6 +205,31 @@ def test_values_are_copied_at_the_call(log_dir):
 
     from PIL import Image
     assert np.asarray(Image.open(io.BytesIO(png))).max() == 0
+
+
+def _norm(a, b):
+    return float(np.linalg.norm(a.astype(np.float64) - b))
+
+
+def test_a_scalar_from_arrays_is_computed_from_copies_taken_at_the_call(log_dir):
+    values, tensor = np.arange(4, dtype=np.float32), gl.ones(4)
+    with SummaryWriter(log_dir) as writer:
+        writer.add_scalar_from("norm", _norm, (values, tensor), 3)
+        values[:] = 1.0  # changed in place before the thread gets to the job
+        writer.add_scalar_from("nothing", lambda a: None, (values,), 4)
+        writer.add_scalar_from("after", _norm, (values, tensor), 5)
+    assert scalar_points(log_dir, "norm") == [(3, pytest.approx(np.sqrt(1 + 0 + 1 + 4)))]
+    assert scalar_points(log_dir, "after") == [(5, 0.0)]
+    assert scalar_points(log_dir, "nothing") == []
+
+
+def test_an_error_computing_a_scalar_is_raised_by_a_later_call_naming_it(log_dir):
+    writer = SummaryWriter(log_dir)
+    writer.add_scalar_from("ratio", lambda a: 1 / 0, (np.zeros(3),), 0)
+    with pytest.raises(ZeroDivisionError) as raised:
+        writer.flush()
+    assert "add_scalar_from('ratio')" in "".join(raised.value.__notes__)
+    writer.close()
 
 
 def test_pytorch_tensors_are_copied_at_the_call(log_dir):
