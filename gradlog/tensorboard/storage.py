@@ -25,6 +25,7 @@ URLs (the ``gradlog[remote]`` extra).
 from __future__ import annotations
 
 import collections
+import functools
 import os
 import posixpath
 import re
@@ -71,7 +72,9 @@ def join(base, *names: str) -> str:
     """``base/name/...``: a URL joined with ``/``, a path with the platform's separator."""
     base = os.fspath(base)
     if is_url(base):
-        return posixpath.join(base, *names)
+        protocol = _protocol(base)
+        rest = posixpath.normpath(posixpath.join(base[len(protocol) + 3:], *names))
+        return f"{protocol}://{rest.lstrip('/')}" if rest != "." else f"{protocol}://"
     return os.path.join(base, *names)
 
 
@@ -230,7 +233,7 @@ def upload_spool(spool: str, url: str) -> list[str]:
         source = os.path.join(spool, *parts, name)
         target = join(url, *parts, name)
         _, path = filesystem(target)
-        with_retries(lambda s=source, p=path: fs.put_file(s, p), target)
+        with_retries(functools.partial(fs.put_file, source, path), target)
         os.remove(source)
         uploaded.append(target)
     for root, _dirs, _files in os.walk(spool, topdown=False):
@@ -301,7 +304,7 @@ class Segments:
                  max_age: float, max_bytes: int = SEGMENT_BYTES,
                  spool: str | None = None) -> None:
         self.url = url.rstrip("/")
-        self._fs, _ = filesystem(self.url)
+        self._fs, self._root = filesystem(self.url)
         self.spool = spool or spool_dir(self.url)
         os.makedirs(self.spool, exist_ok=True)
         self._new_name, self._header = new_name, header
@@ -379,9 +382,9 @@ class Segments:
                     raise self.error
                 name, size = self._ready[0]
                 local = os.path.join(self.spool, name)
-                _, remote = filesystem(join(self.url, name))
+                remote = posixpath.join(self._root, name)
                 try:
-                    with_retries(lambda: self._fs.put_file(local, remote), self.url)
+                    with_retries(functools.partial(self._fs.put_file, local, remote), self.url)
                 except OSError as error:
                     self.error = _spooled(error, self.url, self.spool)
                     raise self.error from error
