@@ -109,6 +109,8 @@ def filesystem(url: str):
         return fsspec.core.url_to_fs(url)
     except ImportError as error:  # fsspec names the missing backend (s3fs, gcsfs, ...)
         raise ImportError(f"{url}: {error} (pip install 'gradlog[remote]')") from None
+    except ValueError as error:  # "Protocol not known"
+        raise ValueError(f"{url}: {error}") from None
 
 
 def appendable(url: str) -> bool:
