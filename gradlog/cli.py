@@ -250,10 +250,11 @@ def plugins_new(name: str, directory: str) -> None:
 def inspect_cmd(logdir: str) -> None:
     """Summarize the runs and tags in LOGDIR, a path or a URL.
 
-    A quick look without a browser; LOGDIR may be any fsspec URL (s3://bucket/exp, ...). Runs are LOGDIR and each directory below it with event
-    files. Tags are grouped by prefix (train/, val/, or the plugin's name), with their kind
-    (scalar, histogram, image, text, ...), the number of points, the step range and, for
-    scalars, the last value. The files are read with TensorBoard's own loader.
+    A quick look without a browser; LOGDIR may be any fsspec URL (s3://bucket/exp, ...).
+    Runs are LOGDIR and each directory below it with event files. Tags are grouped by prefix
+    (train/, val/, or the plugin's name), with their kind (scalar, histogram, image, text,
+    ...), the number of points, the step range and, for scalars, the last value. The files
+    are read with TensorBoard's own loader.
     """
     from .inspect import InspectError, format_report, inspect_logdir
     try:
@@ -269,11 +270,12 @@ def inspect_cmd(logdir: str) -> None:
 def sync_cmd(spool: str, url: str) -> None:
     """Upload the event files a run left in its local SPOOL to URL.
 
-    URL is the run directory. A run logging to an object store (s3://, gs://, ...) whose uploads keep failing stops
-    with one line naming URL and its SPOOL, where the events it could not upload wait; a
-    SIGKILL leaves the segment being written there too. Each file is uploaded whole, oldest
-    first, and removed from SPOOL once uploaded (run it once the run has stopped; gradlog
-    train --resume URL does the same by itself). Exit status 1 if an upload fails.
+    URL is the run directory. A run logging to an object store (s3://, gs://, ...) whose
+    uploads keep failing stops with one line naming URL and its SPOOL, where the events it
+    could not upload wait; a SIGKILL leaves the segment being written there too. Each file
+    is uploaded whole, oldest first, and removed from SPOOL once uploaded (run it once the
+    run has stopped; gradlog train --resume URL does the same by itself). Exit status 1 if
+    an upload fails.
     """
     from .tensorboard import storage
     try:

@@ -25,13 +25,14 @@ URLs (the ``gradlog[remote]`` extra).
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import posixpath
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesystem",
            "appendable", "UploadError", "with_retries", "RETRY_DELAYS", "spool_dir",
@@ -149,9 +150,22 @@ def _one_line(error: BaseException) -> str:
 
 # -- files and directories at a URL --------------------------------------------------------
 
+@contextlib.contextmanager
+def _named(url: str) -> Iterator[None]:
+    """A backend's own error (a refused connection, a timeout) as an ``OSError`` naming
+    ``url``, so callers handle one kind of error for every place."""
+    try:
+        yield
+    except (OSError, *_PERMANENT):
+        raise
+    except Exception as error:  # noqa: BLE001 - backends raise their own types
+        raise OSError(0, f"{type(error).__name__}: {_one_line(error)}", url) from error
+
+
 def read_bytes(url: str) -> bytes:
     fs, path = filesystem(url)
-    return fs.cat_file(path)
+    with _named(url):
+        return fs.cat_file(path)
 
 
 def publish_bytes(url: str, data: bytes) -> None:
@@ -166,19 +180,22 @@ def publish_bytes(url: str, data: bytes) -> None:
 
 def exists(url: str) -> bool:
     fs, path = filesystem(url)
-    return fs.exists(path)
+    with _named(url):
+        return fs.exists(path)
 
 
 def isdir(url: str) -> bool:
     fs, path = filesystem(url)
-    return fs.isdir(path)
+    with _named(url):
+        return fs.isdir(path)
 
 
 def names(url: str) -> list[str]:
     """The names of the files directly in the directory ``url`` (sorted; [] if it is none)."""
     fs, path = filesystem(url)
     try:
-        entries = fs.ls(path, detail=True)
+        with _named(url):
+            entries = fs.ls(path, detail=True, refresh=True)
     except (FileNotFoundError, NotADirectoryError):
         return []
     found = [posixpath.basename(e["name"].rstrip("/")) for e in entries if e["type"] == "file"]
@@ -187,7 +204,8 @@ def names(url: str) -> list[str]:
 
 def remove(url: str) -> None:
     fs, path = filesystem(url)
-    fs.rm_file(path)
+    with _named(url):
+        fs.rm_file(path)
 
 
 def download_event_files(url: str, target: str) -> int:
@@ -196,13 +214,14 @@ def download_event_files(url: str, target: str) -> int:
     fs, root = filesystem(url)
     root = root.rstrip("/")
     count = 0
-    for path in sorted(fs.find(root)):
-        if "tfevents" not in posixpath.basename(path):
-            continue
-        local = os.path.join(target, *path[len(root):].lstrip("/").split("/"))
-        os.makedirs(os.path.dirname(local), exist_ok=True)
-        fs.get_file(path, local)
-        count += 1
+    with _named(url):
+        for path in sorted(fs.find(root)):
+            if "tfevents" not in posixpath.basename(path):
+                continue
+            local = os.path.join(target, *path[len(root):].lstrip("/").split("/"))
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            fs.get_file(path, local)
+            count += 1
     return count
 
 

@@ -286,8 +286,12 @@ class Trainer:
         return exc.exit_status
 
     def _last_checkpoint(self) -> str:
-        found = runs.checkpoints(self.run_dir)
-        return f"the last checkpoint (step {found[-1][0]}) is kept" if found else \
+        try:
+            steps = [step for step, _ in runs.checkpoints(self.run_dir)]
+        except OSError:  # a URL that cannot be reached: what this session knows
+            steps = [s for s in (self.point.step if self.point and self.point.state else None,
+                                 self._saved_step) if s is not None]
+        return f"the last checkpoint (step {max(steps)}) is kept" if steps else \
             "there is no checkpoint yet (resuming starts the run over)"
 
     def _try_checkpoint(self) -> str | None:

@@ -30,10 +30,10 @@ class MotoServer:
     """``python -m moto.server`` bound to 127.0.0.1; :attr:`env` points S3 clients at it the
     usual way (the AWS variables and an endpoint URL), as a user's environment would."""
 
-    def __init__(self, log_path: str) -> None:
-        self.port = free_port()
+    def __init__(self, log_path: str, port: int | None = None) -> None:
+        self.port = port or free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
-        self._log = open(log_path, "wb")
+        self._log = open(log_path, "ab")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=self._log, stderr=subprocess.STDOUT)
