@@ -30,6 +30,7 @@ import functools
 import os
 import posixpath
 import re
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ _LOCAL_PROTOCOLS = ("file", "local")
 APPENDABLE_PROTOCOLS = ("memory",)
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)  # seconds between the 5 tries of one upload
 SEGMENT_BYTES = 8 << 20  # a segment is closed once it holds this much
+_unpack_length = struct.Struct("<Q").unpack_from
 # Errors no retry can mend: the bucket or the credentials are wrong.
 _PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
               ImportError, TypeError, ValueError)
@@ -436,7 +438,26 @@ def _write_all(fd: int, data: bytes, path: str) -> None:
 
 
 def _largest_step(path: str) -> int:
-    from tensorboard.compat.proto.event_pb2 import Event
-
-    from .reader import read_records
-    return max((Event.FromString(p).step for p in read_records(path)), default=0)
+    """The largest ``Event.step`` in an event file this process wrote (so its records are
+    whole and its fields in gradlog's order: ``wall_time`` (1, double), then ``step`` (2,
+    varint), each left out when 0); read without parsing whole events."""
+    with open(path, "rb") as f:
+        data = f.read()
+    largest, offset, end = 0, 0, len(data)
+    while offset + 12 <= end:
+        (length,) = _unpack_length(data, offset)
+        i = offset + 12
+        if data[i:i + 1] == b"\x09":  # wall_time
+            i += 9
+        if data[i:i + 1] == b"\x10":  # step
+            step, shift = 0, 0
+            while True:
+                i += 1
+                byte = data[i]
+                step |= (byte & 0x7F) << shift
+                shift += 7
+                if byte < 0x80:
+                    break
+            largest = max(largest, step)
+        offset += 12 + length + 4
+    return largest

@@ -243,3 +243,20 @@ def test_inspect_reads_a_url(memory_url):
     assert "loss  scalar  3  steps 0..2  last 1" in result.output
     missing = CliRunner().invoke(main, ["inspect", memory_url + "-none"])
     assert missing.exit_code == 2 and "no event files at" in missing.output
+
+
+def test_the_largest_step_of_a_segment_is_read_as_the_protos_say(tmp_path):
+    import numpy as np
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    from gradlog.tensorboard.reader import read_records
+    from gradlog.tensorboard.storage import _largest_step
+    with SummaryWriter(str(tmp_path), purge_step=3) as writer:
+        for step in (0, 5, 2**40 + 3, 127, 128, 300):
+            writer.add_scalar("a", 1.0, step, walltime=0 if step == 5 else None)
+            writer.add_histogram("h", np.arange(10.0), step)
+            writer.add_text("t", "x", step)
+    (name,) = [n for n in os.listdir(tmp_path) if "tfevents" in n]
+    path = str(tmp_path / name)
+    assert _largest_step(path) == max(Event.FromString(p).step for p in read_records(path))
+    assert _largest_step(path) == 2**40 + 3
