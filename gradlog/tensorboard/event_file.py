@@ -42,7 +42,7 @@ import time
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from . import lifecycle, storage
-from .lifecycle import deferred_signals, main_thread
+from .lifecycle import deferred_signals, enter_critical, leave_critical, main_thread
 from .record import frame
 
 __all__ = ["EventFileWriter"]
@@ -82,11 +82,17 @@ class EventFileWriter:
         filename_suffix: appended to the file name.
         purge_step: write ``SessionLog.START`` at this step so TensorBoard hides the events of
             an earlier session at steps ``>= purge_step``.
+        uploader: on an object store, the background worker (:mod:`.worker`) that uploads the
+            segments closed by their age or size, in order with the writer's other jobs (None:
+            the thread that closed them uploads them). ``flush()``, ``sync()`` and ``close()``
+            upload before they return.
     """
 
     def __init__(self, log_dir, max_queue: int = 10, flush_secs: float = 120,
-                 filename_suffix: str = "", purge_step: int | None = None) -> None:
+                 filename_suffix: str = "", purge_step: int | None = None,
+                 uploader=None) -> None:
         self.log_dir = os.fspath(log_dir)
+        self._uploader = uploader  # the writer's BackgroundWorker: uploads that need no wait
         self._url = storage.is_url(self.log_dir)
         self._dir = self.log_dir if self._url else storage.local_path(self.log_dir)
         self._remote: storage.AppendableFile | storage.Segments | None = None
@@ -101,6 +107,7 @@ class EventFileWriter:
         self._dir_synced = False
         self._closed = False
         self._error: OSError | None = None  # hit by the idle flusher; raised by the next call
+        self._captured: list[bytes] | None = None
         self._last_flush = time.monotonic()
         if not self._url:
             try:
@@ -170,17 +177,12 @@ class EventFileWriter:
         # NOTE: the main thread is marked busy *before* it takes the lock and unmarked after it
         # lets go, so a signal handler (always on the main thread) never waits for a lock the
         # thread it interrupted holds: it defers the flush, and we run it here on the way out.
-        main = _get_ident() == main_thread.ident
-        if main:
-            main_thread.busy += 1
+        main = enter_critical()
         try:
             with self._lock:
                 return operation(*args)
         finally:
-            if main:
-                main_thread.busy -= 1
-                if deferred_signals and not main_thread.busy:
-                    lifecycle.run_deferred()
+            leave_critical(main)
 
     def write(self, payload: bytes) -> None:
         """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
@@ -192,17 +194,25 @@ class EventFileWriter:
         try:
             with self._lock:
                 self._append(record)
+                if self._captured is not None:
+                    self._captured.append(payload)
         finally:
             if main:
                 main_thread.busy -= 1
                 if deferred_signals and not main_thread.busy:
                     lifecycle.run_deferred()
         if self._remote is not None and self._remote.upload_due:
-            self._upload()  # a segment reached its size bound
+            self._upload(wait=False)  # a segment reached its size bound
 
     def add_event(self, event: Event) -> None:
         """Queue an ``Event`` message."""
         self.write(event.SerializeToString())
+
+    def capture_into(self, payloads: list[bytes] | None) -> None:
+        """Also append every serialized event written from now on to ``payloads``, in file
+        order (None stops)."""
+        with self._lock:
+            self._captured = payloads
 
     def flush(self) -> None:
         """Write every pending event to the file (the OS's cache; no fsync); on an object
@@ -229,10 +239,18 @@ class EventFileWriter:
         finally:
             lifecycle.unregister(self)
 
-    def _upload(self) -> None:
-        # Outside the lock: the closed segments go to the object store, in order.
-        if isinstance(self._remote, storage.Segments):
-            self._remote.upload_ready()
+    def _upload(self, wait: bool = True) -> None:
+        # Outside the lock: the closed segments go to the object store, in order; on the
+        # background worker when the caller need not wait and is not that worker itself.
+        segments = self._remote
+        if not isinstance(segments, storage.Segments):
+            return
+        uploader = self._uploader
+        if wait or uploader is None or uploader.on_worker_thread():
+            segments.upload_ready()
+        elif not segments.upload_submitted:
+            segments.upload_submitted = True
+            uploader.submit(segments.upload_ready, (), 0, f"uploading to {segments.url}")
 
     @property
     def closed(self) -> bool:
@@ -259,7 +277,7 @@ class EventFileWriter:
                     self._write_pending_if_any()
                     if isinstance(self._remote, storage.Segments):
                         self._remote.close_segment()
-            self._upload()
+            self._upload(wait=False)
         except OSError as error:
             with self._lock:
                 if self._error is None:

@@ -338,6 +338,7 @@ class Segments:
         self._published: list[tuple[str, int, int]] = []  # (name, size, largest step)
         self._upload_lock = threading.Lock()
         self.error: UploadError | None = None  # set once uploading has failed for good
+        self.upload_submitted = False  # an upload_ready() job waits on a background worker
         self.last_name: str | None = None
 
     @property
@@ -377,7 +378,7 @@ class Segments:
     def due(self) -> float | None:
         """When (``time.monotonic()``) the open segment must be closed; None if none is open.
         Segments waiting for upload are due at once."""
-        if self._ready and self.error is None:
+        if self._ready and self.error is None and not self.upload_submitted:
             return 0.0
         return None if self._open is None else self._open.opened + self.max_age
 
@@ -394,12 +395,13 @@ class Segments:
     @property
     def upload_due(self) -> bool:
         """Closed segments wait for :meth:`upload_ready` (and uploading has not failed)."""
-        return bool(self._ready) and self.error is None
+        return bool(self._ready) and self.error is None and not self.upload_submitted
 
     def upload_ready(self) -> None:
         """Upload the closed segments, oldest first, each whole; raises the
         :class:`UploadError` once an upload failed for good (they all stay in the spool)."""
         with self._upload_lock:
+            self.upload_submitted = False
             while self._ready:
                 if self.error is not None:
                     raise self.error

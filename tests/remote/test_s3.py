@@ -223,3 +223,41 @@ def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
     steps = [s for s, _ in recovered]
     assert steps == list(range(len(steps))) and len(steps) >= 4  # after the stop too
     assert recovered == reference[:len(steps)]
+
+
+def test_an_aged_segment_is_uploaded_by_the_writers_background_worker(tmp_path, spool_home,
+                                                                      monkeypatch):
+    """The segment flush_secs closes is uploaded by a job of the writer's background worker
+    (the training thread never waits for it): when that upload fails for good, the next call
+    raises its error, naming the job, and the events stay in the spool."""
+    import fsspec.config
+
+    from gradlog.tensorboard import SummaryWriter, storage
+    server = MotoServer(str(tmp_path / "moto.log"))
+    try:
+        for key, value in server.env.items():
+            monkeypatch.setenv(key, value)
+        # (the endpoint in fsspec's configuration too: s3fs caches a filesystem per options)
+        monkeypatch.setitem(fsspec.config.conf, "s3", {
+            **json.loads(server.env["FSSPEC_S3"]), "endpoint_url": server.endpoint})
+        server.client().create_bucket(Bucket="aged")
+        url = "s3://aged/run"
+        writer = SummaryWriter(url, flush_secs=0.5)
+        server.stop()
+        writer.add_scalar("loss", 1.0, 0)
+        deadline, error = time.monotonic() + 120, None
+        while error is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+            try:
+                writer.add_scalar("loss", 2.0, 1)
+            except storage.UploadError as raised:
+                error = raised
+        assert error.filename == url
+        assert any("background writer in uploading to s3://aged/run" in note
+                   for note in getattr(error, "__notes__", []))
+        assert any("tfevents" in name for name in os.listdir(storage.spool_dir(url)))
+        with pytest.raises(storage.UploadError):
+            writer.close()  # still failing: kept in the spool, and said so again
+    finally:
+        server.stop()
