@@ -260,3 +260,20 @@ def test_the_largest_step_of_a_segment_is_read_as_the_protos_say(tmp_path):
     path = str(tmp_path / name)
     assert _largest_step(path) == max(Event.FromString(p).step for p in read_records(path))
     assert _largest_step(path) == 2**40 + 3
+
+
+def test_gl_watch_logs_to_a_url(memory_url, tmp_path):
+    import gradlog as gl
+    from gradlog import nn, optim
+    gl.manual_seed(0)
+    model = nn.Linear(3, 2)
+    opt = optim.SGD(model.parameters(), lr=0.1)
+    with gl.watch(model, opt, logdir=memory_url) as run:
+        for _ in range(3):
+            opt.zero_grad()
+            loss = model(gl.randn(4, 3)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            run.log_scalar("loss", loss)
+    _copy_out(memory_url, tmp_path)
+    assert [s for s, _ in scalar_series(str(tmp_path), "loss")] == [0, 1, 2]
