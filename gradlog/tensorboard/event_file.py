@@ -236,6 +236,8 @@ class EventFileWriter:
         try:
             self._critical(self._close)
             self._upload()
+            if isinstance(self._remote, storage.Segments):
+                self._remote.remove_empty_spool()
         finally:
             lifecycle.unregister(self)
 

@@ -392,6 +392,13 @@ class Segments:
     def close(self) -> None:
         self.close_segment()
 
+    def remove_empty_spool(self) -> None:
+        """Once everything is uploaded, the spool directory goes too (when empty)."""
+        try:
+            os.rmdir(self.spool)
+        except OSError:
+            pass  # segments wait there, or another writer's
+
     @property
     def upload_due(self) -> bool:
         """Closed segments wait for :meth:`upload_ready` (and uploading has not failed)."""

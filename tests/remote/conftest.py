@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from remote_helpers import need_s3
 
 _buckets = itertools.count()
 
@@ -57,11 +58,6 @@ class Waiter(Plugin):
             while os.path.exists(marker) and time.monotonic() < deadline:
                 time.sleep(0.05)
 '''
-
-
-def need_s3() -> None:
-    for module in ("fsspec", "s3fs", "moto", "boto3"):
-        pytest.importorskip(module)
 
 
 @pytest.fixture

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TINY = """
 [train]
 train_size = 256
@@ -15,6 +17,12 @@ two_object_size = 8
 """
 # 4 steps per epoch
 TRAIN = ["--config", "{tiny}", "--batch-size", "64", "-q"]
+
+
+def need_s3() -> None:
+    """Skip unless the S3 test stack is installed (the remote extra, moto and boto3)."""
+    for module in ("fsspec", "s3fs", "moto", "boto3"):
+        pytest.importorskip(module)
 
 
 def events_of(path: str) -> list:

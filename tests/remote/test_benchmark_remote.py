@@ -4,7 +4,7 @@ checks that each wrote every event (the timings themselves are not asserted)."""
 import importlib.util
 import os
 
-from conftest import need_s3
+from remote_helpers import need_s3
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -16,9 +16,16 @@ import time
 import urllib.request
 
 import pytest
-from conftest import need_s3
 from moto_server import MotoServer, free_port
-from remote_helpers import TINY, download, events_of, gradlog_cli, legacy_scalars, scalar_series
+from remote_helpers import (
+    TINY,
+    download,
+    events_of,
+    gradlog_cli,
+    legacy_scalars,
+    need_s3,
+    scalar_series,
+)
 
 need_s3()
 
