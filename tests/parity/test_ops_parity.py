@@ -313,11 +313,9 @@ def _node_name(t):
     return t.grad_fn.name() if isinstance(t, gl.Tensor) else type(t.grad_fn).__name__
 
 
-# Where gradlog builds the op from others (or, for split/chunk/unbind, one node per output
-# where PyTorch has one multi-output node), the node is named after the last op.
-GRAD_FN_DIFFERENCES = {"max_zero_dim", "norm_p1", "norm_p3", "norm_inf", "split", "split_sizes",
-                       "chunk", "chunk_small", "unbind", "setitem_tensor", "matmul_vec_mat",
-                       "addcmul_"}
+# Where gradlog builds the op from others, the node is named after the last op.
+GRAD_FN_DIFFERENCES = {"max_zero_dim", "norm_p1", "norm_p3", "norm_inf", "setitem_tensor",
+                       "matmul_vec_mat", "addcmul_"}
 
 
 @pytest.mark.parametrize("name", [

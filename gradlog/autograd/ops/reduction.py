@@ -172,7 +172,8 @@ class MaxDim(Op):
     @classmethod
     def forward(cls, ctx, a, d, keepdim):
         idx = np.expand_dims(cls.arg(a, axis=d), d)
-        ctx.idx, ctx.in_shape, ctx.d, ctx.keepdim = idx, a.shape, d, keepdim
+        ctx.save_for_backward(idx)
+        ctx.in_shape, ctx.d, ctx.keepdim = a.shape, d, keepdim
         out = np.take_along_axis(a, idx, d)
         return out if keepdim else np.squeeze(out, d)
 
@@ -180,7 +181,8 @@ class MaxDim(Op):
     def backward(ctx, g):
         if not ctx.keepdim:
             g = g.unsqueeze(ctx.d)
-        return _scatter_along(g, ctx.idx, ctx.d, ctx.in_shape), None, None
+        (idx,) = ctx.saved_tensors
+        return _scatter_along(g, idx._data, ctx.d, ctx.in_shape), None, None
 
 
 class MinDim(MaxDim):
@@ -193,15 +195,16 @@ class _ScatterAlong(Op):
 
     @staticmethod
     def forward(ctx, g, idx, d, shape):
-        ctx.idx, ctx.d = idx, d
+        ctx.save_for_backward(idx)
+        ctx.d = d
         out = np.zeros(shape, dtype=g.dtype)
         np.put_along_axis(out, idx, g, d)
         return out
 
     @staticmethod
     def backward(ctx, gg):
-        from ..tensor import wrap as _w
-        return _GatherAlong.apply(gg, _w(ctx.idx), ctx.d), None, None, None
+        (idx,) = ctx.saved_tensors
+        return _GatherAlong.apply(gg, idx._data, ctx.d), None, None, None
 
 
 class _GatherAlong(Op):
@@ -209,12 +212,14 @@ class _GatherAlong(Op):
 
     @staticmethod
     def forward(ctx, a, idx, d):
-        ctx.idx, ctx.d, ctx.shape = idx, d, a.shape
+        ctx.save_for_backward(idx)
+        ctx.d, ctx.shape = d, a.shape
         return np.take_along_axis(a, idx, d)
 
     @staticmethod
     def backward(ctx, g):
-        return _ScatterAlong.apply(g, ctx.idx, ctx.d, ctx.shape), None, None
+        (idx,) = ctx.saved_tensors
+        return _ScatterAlong.apply(g, idx._data, ctx.d, ctx.shape), None, None
 
 
 def _scatter_along(g: Tensor, idx: np.ndarray, d: int, shape: tuple) -> Tensor:
