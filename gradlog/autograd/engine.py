@@ -9,7 +9,6 @@ post-accumulate hooks), its post-hooks. A node with none of these takes the earl
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import threading
 import warnings
@@ -199,7 +198,11 @@ def will_engine_execute_node(node: Node) -> bool:
     if not stack:
         raise RuntimeError("_will_engine_execute_node should only be called during the backward "
                            "pass")
-    return node in stack[-1].deps
+    running = stack[-1]
+    if type(node) is AccumulateGrad and not running.accumulate:
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not supported.")
+    return node in running.deps
 
 
 class _Pass:
@@ -272,23 +275,21 @@ class _Pass:
         deps = self.deps
         buffers: dict[Node, list] = {}  # node -> the gradients for its outputs, so far
         create_graph = self.create_graph
-        heap: list = []
-        tick = itertools.count()  # ties (equal sequence numbers: leaf sinks) in arrival order
+        ready = _ReadyQueue()
         self.fast = self.targets is None and not anomaly.state.enabled
         self.release = not self.retain_graph
-        pop, push = heapq.heappop, heapq.heappush
         prev_mode = _mode.grad_enabled
         _mode.grad_enabled = self.create_graph
         prev_err = np.seterr(all="ignore")  # 0 * inf in a backward is NaN, silently, as PyTorch
         stack = _stack()
         stack.append(self)
         try:
-            following = root  # a ready node to run next without going through the heap
-            while following is not None or heap:
+            following = root  # a ready node to run next without going through the queue
+            while following is not None or ready.nodes:
                 if following is not None:
                     node, following = following, None
                 else:
-                    node = pop(heap)[2]
+                    node = ready.pop()
                 if node is root:
                     outputs = root.grads
                 else:
@@ -318,12 +319,12 @@ class _Pass:
                     deps[child] = n - 1
                     if n == 1:
                         if following is not None:
-                            push(heap, (-following._seq, next(tick), following))
+                            ready.push(following)
                         following = child
-                # PyTorch's order: the ready node with the highest sequence number runs next;
-                # when nothing waiting outranks the one that just became ready, it is that one
-                if following is not None and heap and heap[0][0] < -following._seq:
-                    push(heap, (-following._seq, next(tick), following))
+                # the node that just became ready is the next to run when nothing else waits
+                # (in a chain of ops, most of the time): then it skips the queue
+                if following is not None and ready.nodes:
+                    ready.push(following)
                     following = None
         finally:
             stack.pop()
@@ -364,10 +365,7 @@ class _Pass:
         if not any(g is not None for g in grads):
             return None
         if node._pre_hooks:
-            for hook in tuple(node._pre_hooks.values()):
-                result = hook(tuple(grads))
-                if result is not None:
-                    grads = list(result)
+            grads = list(_run_node_hooks(node._pre_hooks, tuple(grads)))
             for g in grads:
                 if g is not None:
                     g._owned = False
@@ -379,15 +377,16 @@ class _Pass:
             raise
         if anomaly.state.enabled and anomaly.state.check_nan:
             _check_anomaly(node, outputs)
-        if node._post_hooks:
-            for hook in tuple(node._post_hooks.values()):
-                result = hook(tuple(outputs), tuple(grads))
-                if result is not None:
-                    outputs = tuple(result)
-        if node._post_hooks:
-            for g in outputs:
+        if node._post_hooks:  # they see one gradient per tensor input (see next_functions)
+            positions = node._input_positions()
+            grad_inputs = _run_node_hooks(node._post_hooks, tuple(outputs[i] for i in positions),
+                                          tuple(grads))
+            outputs = list(outputs)
+            for i, g in zip(positions, grad_inputs):
+                outputs[i] = g
                 if g is not None:
                     g._owned = False
+            outputs = tuple(outputs)
         if self.release and node._saved is not None:
             node._saved = FREED
         return outputs
@@ -396,15 +395,68 @@ class _Pass:
         """A node none of whose outputs is needed: its hooks run (post-hooks see no gradients)
         and its saved tensors are released, as PyTorch does for a backward input's node."""
         if node._pre_hooks:
-            for hook in tuple(node._pre_hooks.values()):
-                result = hook(tuple(grads))
-                if result is not None:
-                    grads = list(result)
+            grads = list(_run_node_hooks(node._pre_hooks, tuple(grads)))
         if node._post_hooks:
-            for hook in tuple(node._post_hooks.values()):
-                hook((None,) * len(node.next_functions), tuple(grads))
+            _run_node_hooks(node._post_hooks, (None,) * len(node._input_positions()),
+                            tuple(grads))
         if self.release and node._saved is not None:
             node._saved = FREED
+
+
+class _ReadyQueue:
+    """Nodes ready to run, the one with the highest sequence number first (the most recently
+    created; leaf sinks before all). Ties are broken as PyTorch's engine breaks them: this is
+    the binary heap of its ``std::priority_queue`` (libstdc++'s push_heap / pop_heap), so that
+    hooks on several leaves fire in PyTorch's order."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self) -> None:
+        self.nodes: list = []
+
+    def push(self, node: Node) -> None:
+        heap = self.nodes
+        heap.append(node)
+        seq = node._seq
+        hole = len(heap) - 1
+        while hole > 0:
+            parent = (hole - 1) // 2
+            if not heap[parent]._seq < seq:
+                break
+            heap[hole] = heap[parent]
+            hole = parent
+        heap[hole] = node
+
+    def pop(self) -> Node:
+        heap = self.nodes
+        top = heap[0]
+        last = heap.pop()
+        n = len(heap)
+        if n == 0:
+            return top
+        # move the hole at the top down to a leaf along the larger children, then sift the
+        # last element up from there
+        hole = child = 0
+        while child < (n - 1) // 2:
+            child = 2 * (child + 1)
+            if heap[child]._seq < heap[child - 1]._seq:
+                child -= 1
+            heap[hole] = heap[child]
+            hole = child
+        if n % 2 == 0 and child == (n - 2) // 2:
+            child = 2 * (child + 1)
+            heap[hole] = heap[child - 1]
+            hole = child - 1
+        seq = last._seq
+        while hole > 0:
+            parent = (hole - 1) // 2
+            if not heap[parent]._seq < seq:
+                break
+            heap[hole] = heap[parent]
+            hole = parent
+        heap[hole] = last
+        return top
+
 
 class _GraphRoot(Node):
     """Where a backward pass starts (as PyTorch's GraphRoot): its gradients are the roots'
@@ -435,6 +487,25 @@ def _store_retained(t: Tensor, g: Tensor, create_graph: bool) -> None:
         t._grad = g if create_graph else wrap(np.array(g._data, order="C"))
     else:
         t._grad = t._grad + g
+
+
+def _run_node_hooks(hooks: HookRegistry, values: tuple, *grad_outputs: tuple) -> tuple:
+    """Run a node's pre-hooks (``hook(grad_outputs)``) or post-hooks (``hook(grad_inputs,
+    grad_outputs)``) in order; a returned tuple (same length) replaces ``values``."""
+    for hook in tuple(hooks.values()):
+        result = hook(values, *grad_outputs)
+        if result is None:
+            continue
+        if not isinstance(result, tuple):
+            raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+        if len(result) != len(values):
+            name = getattr(hook, "__name__", type(hook).__name__)
+            raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
+                               f"(got {len(result)}, but expected {len(values)})")
+        if grad_outputs and any(v is None and r is not None for v, r in zip(values, result)):
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+        values = result
+    return values
 
 
 def run_tensor_hooks(hooks: HookRegistry, grad: Tensor | None) -> Tensor | None:

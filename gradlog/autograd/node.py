@@ -49,9 +49,14 @@ class Node:
     def next_functions(self) -> tuple:
         """``(node, output_nr)`` per tensor input; ``(None, 0)`` for one that needs no grad,
         and for a Python number that PyTorch wraps as a tensor (``x * 2``)."""
-        numbers = self._fn.number_inputs if self._fn is not None else ()
+        entries = self._next
         return tuple((None, 0) if not e else e if e.__class__ is tuple else (e, 0)
-                     for i, e in enumerate(self._next) if e is not False or i in numbers)
+                     for e in (entries[i] for i in self._input_positions()))
+
+    def _input_positions(self) -> list:
+        """The forward arguments ``next_functions`` lists, by position."""
+        numbers = self._fn.number_inputs if self._fn is not None else ()
+        return [i for i, e in enumerate(self._next) if e is not False or i in numbers]
 
     @property
     def metadata(self) -> dict:

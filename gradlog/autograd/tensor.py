@@ -18,7 +18,7 @@ from .grad_mode import INFERENCE
 from .grad_mode import mode as _mode_flags
 from .grad_mode import state as _mode
 
-__all__ = ["Tensor", "Size", "VersionCounter", "wrap"]
+__all__ = ["Tensor", "Size", "VersionCounter", "wrap", "is_inference"]
 
 _NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -141,6 +141,11 @@ class Tensor:
             from .views import refresh_view
             refresh_view(self)
         return self._grad_fn
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its grad_fn this tensor is."""
+        return self._output_nr
 
     @property
     def is_leaf(self) -> bool:
@@ -302,8 +307,15 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """A new leaf sharing memory and the version counter, with ``requires_grad=False``."""
-        out = wrap(self._data)
+        """A new leaf sharing memory and the version counter, with ``requires_grad=False``
+        (a view: an inference tensor only if this one is)."""
+        out = _new(Tensor)
+        out._data = self._data
+        out._requires_grad = False
+        out._grad_fn = None
+        out._owned = False
+        if self._inference:
+            out._inference = True
         vc = self._vc
         if vc is None:
             vc = self._vc = VersionCounter()
@@ -420,6 +432,15 @@ def wrap(data: np.ndarray) -> Tensor:
 
 
 _new = object.__new__
+
+
+def is_inference(input: Tensor) -> bool:
+    """Whether ``input`` is an inference tensor: created in inference mode (and not a view of a
+    normal tensor made there)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input._inference
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

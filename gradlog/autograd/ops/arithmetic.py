@@ -95,15 +95,15 @@ class Mul(Op):
     @staticmethod
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
-        if na or nb:  # save only what the backward needs
-            ctx.save_for_backward(a if nb else None, b if na else None)
+        if na or nb:  # save only what the backward needs (in PyTorch's order: other, self)
+            ctx.save_for_backward(b if na else None, a if nb else None)
             ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
                 else _shapes(a, b)
         return a * b
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
+        b, a = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
         ga = g * b if na else None
         gb = g * a if nb else None

@@ -129,6 +129,16 @@ class Take(AdvancedIndex):
 
 def getitem(self: Tensor, index: Any) -> Tensor:
     idx, advanced = convert_index(index)
+    if not advanced and idx and len(idx) <= self._data.ndim and \
+            all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in idx):
+        from .join import Select  # integers only: one select per index, as PyTorch
+        for d, i in enumerate(idx):
+            size = self._data.shape[0]
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size "
+                                 f"{size}")
+            self = Select.apply(self, 0, int(i) % size)
+        return self
     return (AdvancedIndex if advanced else BasicIndex).apply(self, idx)
 
 
