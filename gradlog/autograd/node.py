@@ -15,6 +15,7 @@ import numpy as np
 from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import saved as _saved
 from .grad_mode import state as _mode
+from .saved import FREED
 from .tensor import Tensor, wrap
 
 __all__ = ["Node", "AccumulateGrad", "edge_of", "grad_fn_of"]
@@ -72,7 +73,7 @@ class Node:
         saved = self._saved
         if not saved:
             return ()
-        if saved is _saved.FREED:
+        if saved is FREED:
             _saved.freed_error(self)
         out = []
         for s in saved:
@@ -124,7 +125,7 @@ class Node:
     # -- called by the engine ------------------------------------------------------------
     def _apply(self, grads: list) -> tuple:
         """Run the backward: one gradient per forward argument."""
-        if self._saved is _saved.FREED:
+        if self._saved is FREED:
             _saved.freed_error(self)
         out = self._fn.backward(self, *grads)
         if out.__class__ is not tuple:
