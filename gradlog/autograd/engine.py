@@ -415,17 +415,8 @@ class _ReadyQueue:
         self.nodes: list = []
 
     def push(self, node: Node) -> None:
-        heap = self.nodes
-        heap.append(node)
-        seq = node._seq
-        hole = len(heap) - 1
-        while hole > 0:
-            parent = (hole - 1) // 2
-            if not heap[parent]._seq < seq:
-                break
-            heap[hole] = heap[parent]
-            hole = parent
-        heap[hole] = node
+        self.nodes.append(node)
+        self._sift_up(len(self.nodes) - 1, node)
 
     def pop(self) -> Node:
         heap = self.nodes
@@ -447,15 +438,20 @@ class _ReadyQueue:
             child = 2 * (child + 1)
             heap[hole] = heap[child - 1]
             hole = child - 1
-        seq = last._seq
+        self._sift_up(hole, last)
+        return top
+
+    def _sift_up(self, hole: int, node: Node) -> None:
+        """Put ``node`` at ``hole`` or above it, below the first parent not lower than it."""
+        heap = self.nodes
+        seq = node._seq
         while hole > 0:
             parent = (hole - 1) // 2
             if not heap[parent]._seq < seq:
                 break
             heap[hole] = heap[parent]
             hole = parent
-        heap[hole] = last
-        return top
+        heap[hole] = node
 
 
 class _GraphRoot(Node):

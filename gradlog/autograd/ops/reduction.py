@@ -203,15 +203,14 @@ def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     return Amin.apply(input, dims, keepdim)
 
 
-class MaxDim(Op):
-    """``max(dim)`` values: the gradient goes to the first index of the extremum."""
+class ValuesAt(Op):
+    """The values at given indices along one dimension (``idx``, kept as a size-1 dimension):
+    the values of ``max(dim)``, ``median(dim)``, ...; the gradient goes to those indices."""
 
-    node_name = "MaxBackward0"
-    arg = staticmethod(np.argmax)
+    node_name = "GatherBackward0"
 
-    @classmethod
-    def forward(cls, ctx, a, d, keepdim):
-        idx = np.expand_dims(cls.arg(a, axis=d), d)
+    @staticmethod
+    def forward(ctx, a, d, keepdim, idx):
         ctx.save_for_backward(idx)
         ctx.in_shape, ctx.d, ctx.keepdim = a.shape, d, keepdim
         out = np.take_along_axis(a, idx, d)
@@ -222,12 +221,15 @@ class MaxDim(Op):
         if not ctx.keepdim:
             g = g.unsqueeze(ctx.d)
         (idx,) = ctx.saved_tensors
-        return _scatter_along(g, idx._data, ctx.d, ctx.in_shape), None, None
+        return _scatter_along(g, idx._data, ctx.d, ctx.in_shape), None, None, None
 
 
-class MinDim(MaxDim):
+class MaxDim(ValuesAt):
+    node_name = "MaxBackward0"
+
+
+class MinDim(ValuesAt):
     node_name = "MinBackward0"
-    arg = staticmethod(np.argmin)
 
 
 class _ScatterAlong(Op):
@@ -283,12 +285,11 @@ def _max_min(input: Tensor, dim: Any, keepdim: bool, other: Any, is_max: bool) -
     if input._data.ndim == 0:
         values = input.clone()
         return (return_types_max if is_max else return_types_min)(values, wrap(np.array(0)))
-    values = (MaxDim if is_max else MinDim).apply(input, d, keepdim)
-    arg = np.argmax if is_max else np.argmin
-    idx = arg(input._data, axis=d)
-    if keepdim:
-        idx = np.expand_dims(idx, d)
-    return (return_types_max if is_max else return_types_min)(values, wrap(idx.astype(np.int64)))
+    idx = np.expand_dims((np.argmax if is_max else np.argmin)(input._data, axis=d), d)
+    values = (MaxDim if is_max else MinDim).apply(input, d, keepdim, idx)
+    indices = idx if keepdim else np.squeeze(idx, d)
+    return (return_types_max if is_max else return_types_min)(values,
+                                                               wrap(indices.astype(np.int64)))
 
 
 def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:

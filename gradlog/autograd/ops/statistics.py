@@ -11,7 +11,7 @@ import numpy as np
 from ..function import Op
 from ..tensor import Tensor, _wrap_dim, wrap
 from ._util import as_float, normalize_dims
-from .reduction import _check_nonempty, _expand_back, _scatter_along
+from .reduction import ValuesAt, _check_nonempty, _expand_back
 
 __all__ = ["var", "std", "var_mean", "std_mean", "median", "nanmedian"]
 
@@ -28,12 +28,12 @@ def _correction(unbiased: Any, correction: Any) -> float:
 
 
 def _variance(ctx: Any, a: np.ndarray, dims: tuple, correction: float, keepdim: bool) -> Any:
-    """The variance array; records on ``ctx`` what the backward needs (``denom`` is n - correction,
-    0 when there are too few elements, where the result is NaN)."""
+    """The variance array; records on ``ctx`` what the backward needs (``n`` elements per result,
+    ``denom`` is n - correction, 0 when there are too few elements: the result is NaN)."""
     n = 1
     for d in dims:
         n *= a.shape[d]
-    ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+    ctx.in_shape, ctx.dims, ctx.keepdim, ctx.n = a.shape, dims, keepdim, n
     ctx.denom = n - correction if n > correction else 0.0
     return np.var(a, axis=dims, keepdims=keepdim, ddof=correction) if n > correction else \
         np.full(np.sum(a, axis=dims, keepdims=keepdim).shape, np.nan, dtype=a.dtype)
@@ -50,23 +50,7 @@ class Var(Op):
     @staticmethod
     def backward(ctx, g):
         (a,) = ctx.saved_tensors
-        centered = a - a.mean(ctx.dims, keepdim=True)
-        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
-        return g * centered * (2.0 / ctx.denom if ctx.denom else np.nan), None, None, None
-
-
-def _var_args(dim: Any, unbiased: Any, keepdim: Any) -> tuple:
-    if isinstance(dim, bool):  # var(t, unbiased) positional form
-        return None, dim, keepdim
-    return dim, unbiased, keepdim
-
-
-def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-        correction: Any = None) -> Tensor:
-    """Variance with Bessel's correction by default (``correction=1``)."""
-    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
-    dims = normalize_dims(dim, input._data.ndim)
-    return Var.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
+        return _var_grad(ctx, a, g), None, None, None
 
 
 class Std(Op):
@@ -81,18 +65,7 @@ class Std(Op):
     @staticmethod
     def backward(ctx, g):
         a, out = ctx.saved_tensors
-        centered = a - a.mean(ctx.dims, keepdim=True)
-        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
-        out = _expand_back(out, ctx.in_shape, ctx.dims, ctx.keepdim)
-        return g * centered / (out * (ctx.denom if ctx.denom else np.nan)), None, None, None
-
-
-def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-        correction: Any = None) -> Tensor:
-    """Standard deviation with Bessel's correction by default (``correction=1``)."""
-    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
-    dims = normalize_dims(dim, input._data.ndim)
-    return Std.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
+        return _std_grad(ctx, a, out, g), None, None, None
 
 
 class VarMean(Op):
@@ -103,22 +76,14 @@ class VarMean(Op):
     @staticmethod
     def forward(ctx, a, dims, correction, keepdim):
         ctx.save_for_backward(a)
-        ctx.n = _count(a, dims)
         return (_variance(ctx, a, dims, correction, keepdim),
                 np.mean(a, axis=dims, keepdims=keepdim))
 
     @staticmethod
     def backward(ctx, g_var, g_mean):
         (a,) = ctx.saved_tensors
-        grad = None
-        if g_var is not None:
-            centered = a - a.mean(ctx.dims, keepdim=True)
-            g = _expand_back(g_var, ctx.in_shape, ctx.dims, ctx.keepdim)
-            grad = g * centered * (2.0 / ctx.denom if ctx.denom else np.nan)
-        if g_mean is not None:
-            g = _expand_back(g_mean, ctx.in_shape, ctx.dims, ctx.keepdim) / ctx.n
-            grad = g if grad is None else grad + g
-        return grad, None, None, None
+        grad = None if g_var is None else _var_grad(ctx, a, g_var)
+        return _plus_mean_grad(ctx, grad, g_mean), None, None, None
 
 
 class StdMean(Op):
@@ -129,46 +94,72 @@ class StdMean(Op):
     @staticmethod
     def forward(ctx, a, dims, correction, keepdim):
         std = np.sqrt(_variance(ctx, a, dims, correction, keepdim))
-        ctx.n = _count(a, dims)
         ctx.save_for_backward(a, std)
         return std, np.mean(a, axis=dims, keepdims=keepdim)
 
     @staticmethod
     def backward(ctx, g_std, g_mean):
         a, std = ctx.saved_tensors
-        grad = None
-        if g_std is not None:
-            centered = a - a.mean(ctx.dims, keepdim=True)
-            g = _expand_back(g_std, ctx.in_shape, ctx.dims, ctx.keepdim)
-            s = _expand_back(std, ctx.in_shape, ctx.dims, ctx.keepdim)
-            grad = g * centered / (s * (ctx.denom if ctx.denom else np.nan))
-        if g_mean is not None:
-            g = _expand_back(g_mean, ctx.in_shape, ctx.dims, ctx.keepdim) / ctx.n
-            grad = g if grad is None else grad + g
-        return grad, None, None, None
+        grad = None if g_std is None else _std_grad(ctx, a, std, g_std)
+        return _plus_mean_grad(ctx, grad, g_mean), None, None, None
 
 
-def _count(a: np.ndarray, dims: tuple) -> int:
-    n = 1
-    for d in dims:
-        n *= a.shape[d]
-    return n
+def _var_grad(ctx: Any, a: Tensor, g: Tensor) -> Tensor:
+    centered = a - a.mean(ctx.dims, keepdim=True)
+    g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+    return g * centered * (2.0 / ctx.denom if ctx.denom else np.nan)
+
+
+def _std_grad(ctx: Any, a: Tensor, std: Tensor, g: Tensor) -> Tensor:
+    centered = a - a.mean(ctx.dims, keepdim=True)
+    g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+    std = _expand_back(std, ctx.in_shape, ctx.dims, ctx.keepdim)
+    return g * centered / (std * (ctx.denom if ctx.denom else np.nan))
+
+
+def _plus_mean_grad(ctx: Any, grad: Tensor | None, g_mean: Tensor | None) -> Tensor | None:
+    """``grad`` plus the gradient through the mean output (when it got one)."""
+    if g_mean is None:
+        return grad
+    g = _expand_back(g_mean, ctx.in_shape, ctx.dims, ctx.keepdim) / ctx.n
+    return g if grad is None else grad + g
+
+
+def _var_args(dim: Any, unbiased: Any, keepdim: Any) -> tuple:
+    if isinstance(dim, bool):  # var(t, unbiased) positional form
+        return None, dim, keepdim
+    return dim, unbiased, keepdim
+
+
+def _statistic(op: type, input: Tensor, dim: Any, unbiased: Any, keepdim: Any,
+               correction: Any) -> Any:
+    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
+    dims = normalize_dims(dim, input._data.ndim)
+    return op.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
+
+
+def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    """Variance with Bessel's correction by default (``correction=1``)."""
+    return _statistic(Var, input, dim, unbiased, keepdim, correction)
+
+
+def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
+        correction: Any = None) -> Tensor:
+    """Standard deviation with Bessel's correction by default (``correction=1``)."""
+    return _statistic(Std, input, dim, unbiased, keepdim, correction)
 
 
 def var_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:
     """``(var(input, dim), mean(input, dim))``, computed together."""
-    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
-    dims = normalize_dims(dim, input._data.ndim)
-    return VarMean.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
+    return _statistic(VarMean, input, dim, unbiased, keepdim, correction)
 
 
 def std_mean(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
              correction: Any = None) -> tuple:
     """``(std(input, dim), mean(input, dim))``, computed together."""
-    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
-    dims = normalize_dims(dim, input._data.ndim)
-    return StdMean.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
+    return _statistic(StdMean, input, dim, unbiased, keepdim, correction)
 
 
 class MedianAll(Op):
@@ -204,28 +195,11 @@ class NanmedianAll(MedianAll):
     ignore_nan = True
 
 
-class MedianDim(Op):
-    """Lower median along one dimension (values; the indices are computed beside it); the
-    gradient goes to the index."""
-
+class MedianDim(ValuesAt):
     node_name = "MedianBackward1"
 
-    @staticmethod
-    def forward(ctx, a, d, keepdim, idx):
-        ctx.save_for_backward(idx)
-        ctx.in_shape, ctx.d, ctx.keepdim = a.shape, d, keepdim
-        out = np.take_along_axis(a, idx, d)
-        return out if keepdim else np.squeeze(out, d)
 
-    @staticmethod
-    def backward(ctx, g):
-        (idx,) = ctx.saved_tensors
-        if not ctx.keepdim:
-            g = g.unsqueeze(ctx.d)
-        return _scatter_along(g, idx._data, ctx.d, ctx.in_shape), None, None, None
-
-
-class NanmedianDim(MedianDim):
+class NanmedianDim(ValuesAt):
     node_name = "NanmedianBackward1"
 
 

@@ -130,16 +130,21 @@ class BackwardHookFunction(Function):
         return (None, None, *new)
 
 
+def _through_identity(state: BackwardHookState, side: str, items: tuple,
+                      positions: list) -> list:
+    """``items`` with those at ``positions`` passed through the identity node of ``side``."""
+    wrapped = BackwardHookFunction.apply(state, side, *(items[i] for i in positions))
+    out = list(items)
+    for pos, w in zip(positions, wrapped):
+        out[pos] = w
+    return out
+
+
 def wrap_inputs(state: BackwardHookState, args: tuple) -> tuple:
     """Pass the grad-requiring tensor args through the input identity node."""
     if not state.input_positions:
         return args
-    wrapped = BackwardHookFunction.apply(state, "input",
-                                         *(args[i] for i in state.input_positions))
-    new_args = list(args)
-    for pos, w in zip(state.input_positions, wrapped):
-        new_args[pos] = w
-    return tuple(new_args)
+    return tuple(_through_identity(state, "input", args, state.input_positions))
 
 
 def wrap_outputs(state: BackwardHookState, result: Any) -> Any:
@@ -157,11 +162,7 @@ def wrap_outputs(state: BackwardHookState, result: Any) -> Any:
                               if isinstance(o, Tensor) and o._requires_grad]
     if not state.output_positions:
         return result
-    wrapped = BackwardHookFunction.apply(state, "output",
-                                         *(items[i] for i in state.output_positions))
-    out = list(items)
-    for pos, w in zip(state.output_positions, wrapped):
-        out[pos] = w
+    out = _through_identity(state, "output", items, state.output_positions)
     return out[0] if single else tuple(out)
 
 

@@ -122,21 +122,22 @@ def register_module_full_backward_pre_hook(hook: Any) -> RemovableHandle:
 
 def register_module_full_backward_hook(hook: Any) -> RemovableHandle:
     """Register ``hook(module, grad_input, grad_output) -> None | new_grad_input``."""
-    if global_backward_kind.full is False:
-        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as "
-                           "a global Module hook. Please use only one of them.")
-    global_backward_kind.full = True
+    _set_global_kind(True)
     return register(global_backward_hooks, hook)
 
 
 def register_module_backward_hook(hook: Any) -> RemovableHandle:
     """Deprecated (use ``register_module_full_backward_hook``): ``hook(module, grad_input,
     grad_output)`` on the node of each module call's first output, as PyTorch's legacy hook."""
-    if global_backward_kind.full is True:
+    _set_global_kind(False)
+    return register(global_backward_hooks, hook)
+
+
+def _set_global_kind(full: bool) -> None:
+    if global_backward_kind.full is (not full):  # sticky, as in PyTorch
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as "
                            "a global Module hook. Please use only one of them.")
-    global_backward_kind.full = False
-    return register(global_backward_hooks, hook)
+    global_backward_kind.full = full
 
 
 def register_module_buffer_registration_hook(hook: Any) -> RemovableHandle:
