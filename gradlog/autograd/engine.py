@@ -219,6 +219,8 @@ class _Pass:
         self.captured: dict = {}
         self.deps: dict = {}
         self.runs: set | None = None    # with targets: the nodes whose backward is needed
+        self.fast = targets is None and not anomaly.state.enabled  # nodes may take the exit
+        self.release = not retain_graph
 
     # -- graph discovery -------------------------------------------------------------------
     def _discover(self) -> None:
@@ -276,8 +278,6 @@ class _Pass:
         buffers: dict[Node, list] = {}  # node -> the gradients for its outputs, so far
         create_graph = self.create_graph
         ready = _ReadyQueue()
-        self.fast = self.targets is None and not anomaly.state.enabled
-        self.release = not self.retain_graph
         prev_mode = _mode.grad_enabled
         _mode.grad_enabled = self.create_graph
         prev_err = np.seterr(all="ignore")  # 0 * inf in a backward is NaN, silently, as PyTorch

@@ -80,12 +80,7 @@ class Function(metaclass=FunctionMeta):
                 if isinstance(a, Tensor):
                     arrays.append(a._data)
                     if a._requires_grad:
-                        fn = a._grad_fn
-                        if fn is None or a._base is not None:
-                            nexts.append(next_entry(a))
-                        else:  # (next_entry's common case, inline: the hot path)
-                            nr = a._output_nr
-                            nexts.append(fn if nr == 0 else (fn, nr))
+                        nexts.append(next_entry(a))
                         needs.append(True)
                         record = True
                         continue

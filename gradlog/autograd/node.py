@@ -17,6 +17,7 @@ from . import saved as _saved
 from .grad_mode import state as _mode
 from .saved import FREED
 from .tensor import Tensor, wrap
+from .views import refresh_view
 
 __all__ = ["Node", "AccumulateGrad", "edge_of", "grad_fn_of"]
 
@@ -226,7 +227,6 @@ def grad_fn_of(t: Tensor) -> Any:
     """``t``'s grad_fn, regenerated first if ``t`` is a view whose base changed in place since
     (see views.py)."""
     if t._base is not None:
-        from .views import refresh_view
         refresh_view(t)
     return t._grad_fn
 
