@@ -36,7 +36,8 @@ class FileWriter:
                  worker=None) -> None:
         self._settings = (os.fspath(log_dir), max_queue, flush_secs, filename_suffix)
         self._worker = worker
-        self.event_writer = EventFileWriter(*self._settings, purge_step=purge_step)
+        self.event_writer = EventFileWriter(*self._settings, purge_step=purge_step,
+                                            uploader=worker)
 
     def get_logdir(self) -> str:
         """The directory the event file is in."""
@@ -108,4 +109,4 @@ class FileWriter:
         """After :meth:`close`, continue in a new event file in the same directory (no-op
         while open)."""
         if self.event_writer.closed:
-            self.event_writer = EventFileWriter(*self._settings)
+            self.event_writer = EventFileWriter(*self._settings, uploader=self._worker)

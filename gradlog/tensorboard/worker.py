@@ -67,6 +67,10 @@ class BackgroundWorker:
         #: do the work itself, in order. Read without the lock (an int and a bool, set under it).
         self.idle = True
 
+    def on_worker_thread(self) -> bool:
+        """Whether the caller is this worker's thread (running one of its jobs)."""
+        return threading.current_thread() is self._thread
+
     @property
     def pending(self) -> int:
         """Jobs waiting or running."""

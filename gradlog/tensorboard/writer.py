@@ -13,8 +13,9 @@ resumed from a checkpoint keep what was logged before the checkpoint at its step
 
 Threads: with ``background=True`` (the default) the caller's thread only checks the arguments and
 copies the values; a :class:`~.worker.BackgroundWorker` computes histograms, encodes images and
-videos, and writes, in the order of the calls. The other builders are cheap and run on the
-caller; only their writing waits its turn.
+videos, and writes, in the order of the calls; on an object store it also uploads the segments
+that close (:mod:`.storage`). The other builders are cheap and run on the caller; only their
+writing waits its turn.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import datetime
 import numpy as np
 from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 
+from . import storage
 from . import summary as _summary
 from .convert import clean_tag, to_float, to_numpy
 from .file_writer import FileWriter
@@ -128,8 +130,8 @@ class SummaryWriter:
         """The open writer of an ``add_scalars`` run (created on first use)."""
         writer = self.all_writers.get(run_dir)
         if writer is None:
-            writer = self._new_file_writer(run_dir, self._sub_run_purge_step)
-            self.all_writers[run_dir] = writer
+            writer = self.all_writers[run_dir] = self._new_file_writer(
+                run_dir, self._sub_run_purge_step)
         return writer
 
     def _replay(self, positions: dict[str, int], step: int) -> None:
@@ -138,9 +140,9 @@ class SummaryWriter:
         base = self._get_file_writer().get_logdir()
         for run, payloads in events_to_replay(base, positions, step).items():
             writer = self._get_file_writer() if not run else \
-                self._sub_run_writer(os.path.join(base, *run.split("/")))
+                self._sub_run_writer(storage.join(base, *run.split("/")))
             for payload in payloads:
-                writer.event_writer.write(payload)
+                writer.write(payload)
 
     def _copy(self, array: np.ndarray, source=None) -> np.ndarray:
         """``array`` as the caller's own copy when a background thread will read it later."""
@@ -202,7 +204,7 @@ class SummaryWriter:
         main = clean_tag(main_tag)
         base = self._get_file_writer().get_logdir()
         for key, value in tag_scalar_dict.items():
-            run_dir = os.path.join(base, main.replace("/", "_") + "_" + clean_tag(key))
+            run_dir = storage.join(base, main.replace("/", "_") + "_" + clean_tag(key))
             self._emit(_summary.scalar(main, to_float(value)), global_step, walltime,
                        self._sub_run_writer(run_dir))
 
@@ -408,7 +410,7 @@ class SummaryWriter:
         from .hparams import hparams_summaries
 
         summaries = hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
-        run_dir = os.path.join(self._get_file_writer().get_logdir(),
+        run_dir = storage.join(self._get_file_writer().get_logdir(),
                                run_name or str(time.time()))
         trial = self._new_file_writer(run_dir, self._sub_run_purge_step)
         try:
@@ -441,17 +443,19 @@ class SummaryWriter:
         for writer in list((self.all_writers or {}).values()):
             writer.flush()
 
-    def sync(self) -> dict[str, int]:
-        """Flush and fsync every open event file; returns how much of each is on disk,
-        ``{file relative to log_dir, with "/": bytes}``. Take it when a checkpoint is saved
-        and pass it back as ``replay`` when resuming from that checkpoint."""
+    def sync(self, since_step: int | None = None) -> dict[str, int]:
+        """Flush and fsync every open event file (on an object store: upload the open
+        segments); returns how much of each is on disk, ``{file relative to log_dir, with
+        "/": bytes}`` (of an object store's segments, those holding steps ``>= since_step``).
+        Take it when a checkpoint is saved at ``since_step`` and pass it back as ``replay``
+        when resuming from that checkpoint."""
         if self._worker is not None:
             self._worker.drain()  # everything logged so far is in the files
         positions = {}
         for writer in list((self.all_writers or {}).values()):
-            events = writer.event_writer
-            size = events.sync()
-            positions[os.path.relpath(events.path, self.log_dir).replace(os.sep, "/")] = size
+            run = storage.relative(writer.get_logdir(), self.log_dir)
+            for name, size in writer.event_writer.sync(since_step).items():
+                positions[f"{run}/{name}" if run else name] = size
         return positions
 
     def close(self) -> None:
