@@ -189,12 +189,21 @@ _AT_EDGES32 = np.concatenate([_EDGES.astype(np.float32),
                               np.nextafter(_EDGES.astype(np.float32), np.float32(np.inf))])
 
 
+_EDGES16 = np.unique(_EDGES[np.abs(_EDGES) <= 65504].astype(np.float16))
+_AT_EDGES16 = np.concatenate([_EDGES16, np.nextafter(_EDGES16, np.float16(-np.inf)),
+                              np.nextafter(_EDGES16, np.float16(np.inf))])
+_TINY = {16: 2.0**-24, 32: 2.0**-149, 64: 5e-324}  # the smallest subnormal
+_HUGE = {16: 65504.0, 32: 3.4028234663852886e38, 64: 1.7976931348623157e308}
+
+
 def element_strategy(width):
-    """Any float of that width, with the edges' neighbourhoods, zeros and non-finite values
-    drawn often."""
-    at_edges = _AT_EDGES32 if width == 32 else _AT_EDGES
-    return st.one_of(st.floats(width=width), st.sampled_from(list(at_edges)),
-                     st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45]))
+    """Any float of that width, with the edges' neighbourhoods, zeros, subnormals, the largest
+    values and non-finite values drawn often."""
+    at_edges = {16: _AT_EDGES16, 32: _AT_EDGES32, 64: _AT_EDGES}[width]
+    special = [0.0, -0.0, np.inf, -np.inf, np.nan, _TINY[width], -_TINY[width], _HUGE[width],
+               -_HUGE[width]]
+    return st.one_of(st.floats(width=width), st.sampled_from([float(x) for x in at_edges]),
+                     st.sampled_from(special))
 
 
 def assert_same_histogram(values, bins, max_bins):
@@ -232,8 +241,8 @@ bin_choices = st.sampled_from(["tensorflow", 1, 2, 7, 30, "auto", "fd", "sturges
                                [-1.0, 0.0, 0.5, 2.0], [0.0], [1.0, 1.0 + 2.0**-40, 3.0]])
 
 
-@given(st.sampled_from([32, 64]).flatmap(lambda width: hnp.arrays(
-           np.float32 if width == 32 else np.float64, st.integers(1, 300),
+@given(st.sampled_from([16, 32, 64]).flatmap(lambda width: hnp.arrays(
+           {16: np.float16, 32: np.float32, 64: np.float64}[width], st.integers(1, 300),
            elements=element_strategy(width))),
        bin_choices, st.sampled_from([None, 1, 3, 50]))
 def test_buckets_are_wave_1s_for_any_input(values, bins, max_bins):
