@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -170,7 +171,7 @@ class Histogram(Plugin):
         if raw is not None and _same_bits(raw, grad):
             del self._raw[name]
             run.log_histogram(f"histogram/grad/{name}", raw, bins=self.options.bins,
-                              also_tags=(f"histogram/grad_raw/{name}",))
+                              also_tags=(f"histogram/grad_raw/{name}",), copy=False)
         else:
             run.log_histogram(f"histogram/grad/{name}", grad, bins=self.options.bins)
 
@@ -182,8 +183,10 @@ class Histogram(Plugin):
             return
         params = dict(self._param_list)
         for n, before in self._before.items():  # (computed on the writer's thread)
-            run.log_scalar_from(f"histogram/update_ratio/{n}", _update_ratio,
-                                (before, params[n]))
+            # ``before`` is this plugin's own snapshot, bound to the function: only the
+            # updated parameter is copied for the writer's thread.
+            run.log_scalar_from(f"histogram/update_ratio/{n}",
+                                functools.partial(_update_ratio, before), (params[n],))
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:
@@ -196,8 +199,9 @@ class Histogram(Plugin):
     # -- helpers ----------------------------------------------------------------------------
     def _flush_raw(self, run: Any) -> None:
         raw, self._raw = self._raw, {}
-        for n, grad in raw.items():
-            run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins)
+        for n, grad in raw.items():  # (the plugin's own snapshots, handed over)
+            run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins,
+                              copy=False)
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)

@@ -142,18 +142,18 @@ class Run:
             self.writer.add_scalar(tag, v, self.step if step is None else step)
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
-                      bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = ()) -> None:
+                      bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
+                      copy: bool = True) -> None:
         """Log a histogram at ``step`` (default: the current step), and the same one under
         each of ``also_tags`` (computed once by gradlog's writer; by another writer, once per
-        tag)."""
+        tag). ``copy=False``: ``values`` is an array the caller made for this call and never
+        changes, which gradlog's writer then reads without copying it."""
         writer = self.writer
         if writer is None:
             return
         array, step = self.engine.to_numpy(values), self.step if step is None else step
-        if not also_tags:
-            writer.add_histogram(tag, array, step, bins=bins)
-        elif _is_gradlog_writer(writer):
-            writer.add_histogram(tag, array, step, bins=bins, also_tags=also_tags)
+        if _is_gradlog_writer(writer):
+            writer.add_histogram(tag, array, step, bins=bins, also_tags=also_tags, copy=copy)
         else:
             for each in (tag, *also_tags):
                 writer.add_histogram(each, array, step, bins=bins)

@@ -54,8 +54,9 @@ class PluginRun:
         self._run.log_scalar_from(tag, function, values, step)
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
-                      bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = ()) -> None:
-        self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags)
+                      bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
+                      copy: bool = True) -> None:
+        self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags, copy=copy)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW") -> None:

@@ -96,6 +96,8 @@ def _one_pass(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float, 
             chunk = block
         wide[...] = chunk
         total += np.add.reduce(wide)
+        # (not np.dot: OpenBLAS spreads a dot of this size over its threads, which would
+        # compete with the training thread for the other core)
         squares += np.add.reduce(np.multiply(wide, wide, out=wide))
     return below, float(total), float(squares)
 

@@ -217,7 +217,7 @@ class SummaryWriter:
 
     def add_histogram(self, tag: str, values, global_step=None, bins="tensorflow",
                       walltime=None, max_bins: int | None = None, *,
-                      also_tags: tuple[str, ...] = ()) -> None:
+                      also_tags: tuple[str, ...] = (), copy: bool = True) -> None:
         """Log the distribution of ``values`` (histogram and distribution dashboards).
 
         Args:
@@ -226,6 +226,9 @@ class SummaryWriter:
             max_bins: merge neighbouring buckets down to at most this many.
             also_tags: more tags that get the same histogram (computed once, written in the
                 same event), e.g. two names for values known to be equal.
+            copy: False hands ``values`` over to the writer: the caller made the array for
+                this call and never changes it, so the background thread reads it without
+                the copy taken otherwise (a copy is the training thread's main cost).
 
         Non-finite values are not bucketed but counted: from the first time a tag has any, the
         count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time,
@@ -237,7 +240,8 @@ class SummaryWriter:
         check_arguments(array, bins, max_bins)
         if not isinstance(bins, (str, int)):
             bins = np.array(bins, dtype=np.float64)  # the caller may change its list
-        array = self._copy(array)
+        if copy:
+            array = self._copy(array)
         self._get_file_writer().add_summary_later(
             self._histogram_summary, (tags, array, bins, max_bins), global_step, walltime,
             array.nbytes, f"add_histogram({tags[0]!r})")

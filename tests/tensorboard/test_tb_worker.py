@@ -207,6 +207,32 @@ def test_values_are_copied_at_the_call(log_dir):
     assert np.asarray(Image.open(io.BytesIO(png))).max() == 0
 
 
+def _bytes_allocated_by(function) -> int:
+    """The peak of what ``function`` allocates on this thread (numpy reports its buffers)."""
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        function()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_values_handed_over_with_copy_false_are_not_copied_and_logged_the_same(log_dir):
+    values = np.linspace(-1.0, 1.0, 1 << 18, dtype=np.float32)  # 1 MiB
+    with SummaryWriter(log_dir) as writer:
+        writer.add_histogram("warm", values, 0)  # (the thread and its buffers exist)
+        writer.flush()
+        copied = _bytes_allocated_by(lambda: writer.add_histogram("copied", values, 1))
+        handed = _bytes_allocated_by(lambda: writer.add_histogram("handed", values, 1,
+                                                                  copy=False))
+    assert copied >= values.nbytes > 20 * handed
+    histograms = {v.tag: v.histo for e in read_events(log_dir) for v in e.summary.value
+                  if v.HasField("histo")}
+    assert histograms["handed"] == histograms["copied"]
+    assert histograms["handed"].num == values.size
+
+
 def _norm(a, b):
     return float(np.linalg.norm(a.astype(np.float64) - b))
 
