@@ -148,7 +148,10 @@ def _estimated_bin_count(values: np.ndarray, rule: str, low: float, high: float)
     q75, q25 = np.percentile(values, [75, 25])  # a partition, not a sort
     fd = 2.0 * float(q75 - q25) * n ** (-1.0 / 3.0)
     width = fd if rule == "fd" else (min(fd, sturges) if fd else sturges)
-    return math.ceil((high - low) / width) if width else 1
+    if not width:
+        return 1
+    count = (high - low) / width  # inf for a subnormal width: more than the cap
+    return math.ceil(count) if count < _MAX_ESTIMATED_BINS else _MAX_ESTIMATED_BINS
 
 
 def _data_edges(values: np.ndarray, bins, low: float, high: float) -> np.ndarray:
