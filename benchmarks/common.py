@@ -33,11 +33,14 @@ def torch_or_none() -> Any:
 @dataclass
 class Timing:
     """Per-step (or per-call) seconds of one contender over the interleaved blocks, by the
-    run's clock (``samples``) and in CPU time of the whole process (``cpu_samples``)."""
+    run's clock (``samples``), in CPU time of the whole process (``cpu_samples``) and of the
+    calling (training) thread alone (``thread_samples``: what another thread does is not in
+    it, and neither is the time the machine's load takes from it)."""
 
     name: str
     samples: list[float] = field(default_factory=list)
     cpu_samples: list[float] = field(default_factory=list)
+    thread_samples: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -50,6 +53,10 @@ class Timing:
     @property
     def cpu_median(self) -> float:
         return statistics.median(self.cpu_samples)
+
+    @property
+    def thread_median(self) -> float:
+        return statistics.median(self.thread_samples)
 
 
 def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_block: int,
@@ -78,13 +85,15 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
             # A B C, then C B A: whoever runs first after a collection pays for it alike
             for name in (names if block % 2 == 0 else names[::-1]):
                 fn = contenders[name]
-                start, cpu_start = clock(), time.process_time()
+                start, cpu_start, thread_start = clock(), time.process_time(), time.thread_time()
                 for _ in range(per_block):
                     fn()
                 if name in finish:
                     finish[name]()
                 timings[name].samples.append((clock() - start) / per_block)
                 timings[name].cpu_samples.append((time.process_time() - cpu_start) / per_block)
+                timings[name].thread_samples.append((time.thread_time() - thread_start)
+                                                    / per_block)
             gc.collect()
     finally:
         if gc_was:

@@ -85,6 +85,8 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         if k != "bare":
             out[f"{k}/bare"] = v.median / bare_s
             out[f"{k}/bare (min)"] = v.min / t["bare"].min
+            # (the training thread alone: the writer's thread and wandb's process not in it)
+            out[f"{k}/bare (training thread cpu)"] = v.thread_median / t["bare"].thread_median
     out["targets"] = {"watch/bare <= 1.03": out["watch/bare"] <= 1.03,
                       "histogram+grad-norm/bare <= 1.05": out["histogram+grad-norm/bare"] <= 1.05}
     if "wandb.watch_s" in out:

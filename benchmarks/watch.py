@@ -13,9 +13,10 @@ W4g does the same on a PyTorch MLP against ``wandb.watch`` once gradlog runs PyT
 Clocks: with the background thread on, the work is shared by two threads, so the step's cost is
 **wall-clock** time, and every timed block ends with ``writer.flush()``: whatever the thread
 still had to do is charged to the variant that queued it. Also reported: the CPU time of the
-whole process (both threads: the total work, what a machine without a free core pays) and how
-often the training thread waited for the queue. Blocks are 100 steps, so every-100-steps work
-is in each of them; the contenders run A B C ... then ... C B A.
+whole process (both threads: the total work, what a machine without a free core pays), each
+thread's CPU time per step (the training thread's, and the rest: the writer's thread; neither
+depends on the load) and how often the training thread waited for the queue. Blocks are 100
+steps, so every-100-steps work is in each of them; the contenders run A B C ... then ... C B A.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
+import statistics
 import tempfile
 import time
 from typing import Any
@@ -92,9 +94,14 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
             ratios = [a / b for a, b in zip(t[key].samples, t["plain"].samples)]
             out[f"{mode}/plain (wall) spread"] = [min(ratios), max(ratios)]
             out[f"{mode}/plain (process cpu)"] = t[key].cpu_median / t["plain"].cpu_median
+            # what does not depend on the load: each thread's CPU time per step, in ms
+            out[f"{mode} training thread cpu ms"] = t[key].thread_median * 1e3
+            out[f"{mode} other threads cpu ms"] = statistics.median(
+                c - s for c, s in zip(t[key].cpu_samples, t[key].thread_samples)) * 1e3
             out[f"{mode} queue waits per step"] = (
                 watched[key].writer.queue_waits / ((blocks + 1) * PER_BLOCK))
         out["plain_ms"] = t["plain"].median * 1e3
+        out["plain training thread cpu ms"] = t["plain"].thread_median * 1e3
         out["target"] = f"background/plain (wall) <= {limit}"
         out["met"] = out["background/plain (wall)"] <= limit
         results[name] = out
@@ -160,9 +167,17 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
         if wandb_run is not None:
             wandb_run.finish()
         shutil.rmtree(logdir, ignore_errors=True)
-    out: dict[str, Any] = {"gradlog/plain (wall)": t["gradlog"].median / t["plain"].median}
+    out: dict[str, Any] = {"gradlog/plain (wall)": t["gradlog"].median / t["plain"].median,
+                           "gradlog/plain (process cpu)": (t["gradlog"].cpu_median
+                                                           / t["plain"].cpu_median),
+                           "plain training thread cpu ms": t["plain"].thread_median * 1e3,
+                           "gradlog training thread cpu ms": t["gradlog"].thread_median * 1e3,
+                           "gradlog other threads cpu ms": statistics.median(
+                               c - s for c, s in zip(t["gradlog"].cpu_samples,
+                                                     t["gradlog"].thread_samples)) * 1e3}
     if "wandb" in t:
         out["wandb/plain (wall)"] = t["wandb"].median / t["plain"].median
+        out["wandb training thread cpu ms"] = t["wandb"].thread_median * 1e3
         out["target"] = "gradlog's overhead <= half of wandb's"
         out["met"] = (out["gradlog/plain (wall)"] - 1) <= 0.5 * (out["wandb/plain (wall)"] - 1)
     else:
