@@ -51,6 +51,12 @@ class TorchEngine(Engine):
         if not isinstance(value, self.torch.Tensor):
             return read_only(np.asarray(value))
         t = value.detach()
+        try:  # a dense CPU tensor of a numpy dtype (a logging step converts dozens of them)
+            return read_only(t.numpy())
+        except (TypeError, RuntimeError):  # (another layout or device, conj/neg bits, bfloat16)
+            return read_only(self._converted(t))
+
+    def _converted(self, t: Any) -> np.ndarray:
         if t.layout != self.torch.strided:
             t = t.to_dense()
         if t.is_quantized:
@@ -59,10 +65,9 @@ class TorchEngine(Engine):
             t = t.cpu()
         t = t.resolve_conj().resolve_neg()
         try:
-            array = t.numpy()
+            return t.numpy()
         except TypeError:  # bfloat16, float8: no numpy dtype; float32 holds them exactly
-            array = t.float().numpy()
-        return read_only(array)
+            return t.float().numpy()
 
     def from_numpy(self, array: Any, like: Any = None) -> Any:
         t = self.torch.from_numpy(np.array(array))
