@@ -118,15 +118,16 @@ class DistributedDataParallel(Module):
 
     def _check_same_model(self) -> None:
         """Every rank must wrap the same parameters (names, shapes, dtypes)."""
-        described = ";".join(f"{n}:{tuple(p.shape)}:{p.dtype}"
-                             for n, p in self.module.named_parameters())
-        mine = np.array([len(list(self.module.parameters())), zlib.crc32(described.encode())],
+        described = [f"{n} {tuple(p.shape)} {p.dtype}" for n, p in self.module.named_parameters()]
+        mine = np.array([len(described), zlib.crc32(";".join(described).encode())],
                         dtype=np.int64)
         everyone = np.empty((self.process_group.size(), 2), dtype=np.int64)
         self.process_group.allgather(mine, everyone).wait()
         differ = [k for k in range(len(everyone)) if not np.array_equal(everyone[k], everyone[0])]
         if differ:
+            shown = ", ".join(described[:6]) + (", ..." if len(described) > 6 else "")
             raise RuntimeError(
                 f"DistributedDataParallel: rank {differ[0]} wraps a different model than rank 0 "
-                f"({int(everyone[differ[0]][0])} vs {int(everyone[0][0])} parameters, or other "
-                "names, shapes or dtypes); every rank must build the same model")
+                f"(parameters with other names, shapes or dtypes; {int(everyone[differ[0]][0])} "
+                f"parameters vs {int(everyone[0][0])}); every rank must build the same model. "
+                f"This rank ({self.process_group.rank()}) has: {shown}")
