@@ -292,7 +292,8 @@ def _full_batch_losses(gl, nn, cnn, x, y) -> list[float]:
 
 
 WATCH_PLUGINS = ["grad-norm:every=1", "histogram:every=2", "nan-guard", "grad-clip:max_norm=0.5"]
-RANKED_PLUGINS = ["grad-norm:every=1,per_rank=true", "histogram:every=2,per_rank=true"]
+RANKED_PLUGINS = ["grad-norm:every=1,per_rank=true", "histogram:every=2,per_rank=true",
+                  "activation-stats:every=2,per_rank=true"]  # probes in internal passes
 NAN_STEP = 3
 
 
@@ -436,6 +437,10 @@ def torch_watch(out: str, logdir: str) -> dict:
                                    poison=poison if name == "plain" else lambda s, b: b,
                                    twin=twin)
         res[name]["params"] = flat(model.parameters())
+    del model, opt
+    # NOTE: a barrier first: torch 2.13's gloo group can deadlock when it is destroyed while
+    # its worker thread still frees an all-reduce's tensors (both want the GIL)
+    dist.barrier()
     dist.destroy_process_group()
     if r == 0:
         model = mlp(nn, 100, torch)
@@ -461,6 +466,12 @@ def main(argv: list[str]) -> None:
     result = SCENARIOS[name](out, *args)
     with open(os.path.join(out, f"rank{rank}.json"), "w") as f:
         json.dump(result, f)
+    if "torch" in sys.modules:
+        # NOTE: torch 2.13 with a gloo group sometimes never finishes interpreter shutdown
+        # (seen in its teardown, after the work is done): leave without it
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 if __name__ == "__main__":

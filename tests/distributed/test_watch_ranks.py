@@ -105,4 +105,10 @@ def test_per_rank_sub_runs_hold_each_ranks_own_raw_gradient_norms(watched):
     # the run's own norm is of the averaged gradients: neither rank's
     _, averaged = _series(main, "grad-norm/global")
     assert not np.allclose(averaged, results[0]["ranked"]["local_norms"])
+    # activation-stats probes each rank's own batch (an internal pass through the wrapped
+    # module, which DDP does not synchronise): the run shows rank 0's
+    tag = "activation-stats/1/mean"
+    steps, on_rank0 = _series(_load(ranked / "rank0"), tag)
+    assert steps == [0, 2, 4] and _series(main, tag) == (steps, on_rank0)
+    assert not np.allclose(_series(_load(ranked / "rank1"), tag)[1], on_rank0)
     assert results[0]["ranked"]["params"] == results[1]["ranked"]["params"]
