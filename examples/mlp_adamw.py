@@ -7,6 +7,7 @@ every batch, and the probe sets the probing plugins use.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import gradlog as gl
@@ -14,10 +15,18 @@ from gradlog import nn, optim
 from gradlog.data import DataLoader, Shapes, TensorDataset
 
 
+@dataclass
+class Options:
+    """This file's own [train] settings (validated like the flags; misspellings are refused)."""
+
+    train_size: int = field(default=4000, metadata={"help": "training images", "min": 1})
+    val_size: int = field(default=800, metadata={"help": "validation images", "min": 1})
+
+
 def build(config: dict) -> dict[str, Any]:
     seed = int(config.get("seed", 0))
-    train = Shapes(int(config.get("train_size", 4000)), seed=seed)
-    val = Shapes(int(config.get("val_size", 800)), seed=seed + 1)
+    train = Shapes(int(config.get("train_size", Options.train_size)), seed=seed)
+    val = Shapes(int(config.get("val_size", Options.val_size)), seed=seed + 1)
     size = train.images.shape[-1]
     model = nn.Sequential(nn.Flatten(), nn.Linear(size * size, 256), nn.GELU(),
                           nn.Dropout(0.1), nn.Linear(256, train.num_classes))

@@ -11,6 +11,7 @@ built-in Shapes images as torch tensors (no download, no torchvision).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -18,6 +19,16 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from gradlog.data import Shapes
+
+
+@dataclass
+class Options:
+    """This file's own [train] settings (validated like the flags; misspellings are refused)."""
+
+    train_size: int = field(default=4000, metadata={"help": "training images", "min": 1})
+    val_size: int = field(default=800, metadata={"help": "validation images", "min": 1})
+    two_object_size: int = field(default=200, metadata={
+        "help": "two-object images on which Grad-CAM's discrimination is measured", "min": 1})
 
 
 def cnn(num_classes: int) -> nn.Module:
@@ -32,9 +43,10 @@ def cnn(num_classes: int) -> nn.Module:
 
 def build(config: dict) -> dict[str, Any]:
     seed = int(config.get("seed", 0))
-    train = Shapes(int(config.get("train_size", 4000)), seed=seed)
-    val = Shapes(int(config.get("val_size", 800)), seed=seed + 1)
-    two = Shapes(int(config.get("two_object_size", 200)), objects=2, seed=seed + 2)
+    train = Shapes(int(config.get("train_size", Options.train_size)), seed=seed)
+    val = Shapes(int(config.get("val_size", Options.val_size)), seed=seed + 1)
+    two = Shapes(int(config.get("two_object_size", Options.two_object_size)), objects=2,
+                 seed=seed + 2)
     t = torch.from_numpy
     model = cnn(train.num_classes)
     optimizer = torch.optim.AdamW(model.parameters(), lr=float(config.get("lr", 3e-3)),

@@ -13,13 +13,8 @@ import click
 
 from .plugin.errors import PluginConfigError
 from .plugin.options import parse_spec
-
-
-class UserError(click.ClickException):
-    """A mistake in how a command was called: one line, exit status 2."""
-
-    exit_code = 2
-
+from .train.config import Settings
+from .train.errors import UserError
 
 # click >= 8.2 raises this for a group called without a subcommand (it shows the help)
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())
@@ -44,9 +39,14 @@ class _Main(click.Group):
                 hint = f" (see '{exc.ctx.command_path} --help')"
             click.echo(f"error: {exc.format_message()}{hint}", err=True)
             sys.exit(exc.exit_code)
-        except click.Abort:
-            click.echo("Aborted!", err=True)
-            sys.exit(1)
+        except UserError as exc:
+            click.echo(f"error: {exc}", err=True)
+            if exc.detail:
+                click.echo(exc.detail.rstrip("\n"), err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
+            click.echo("interrupted", err=True)
+            sys.exit(130)
         except OSError as exc:  # e.g. `gradlog inspect runs | head`: the reader went away
             if exc.errno != errno.EPIPE:
                 raise
@@ -79,30 +79,34 @@ def main() -> None:
 
 
 @main.command()
-@click.argument("example", default="shapes")
+@click.argument("example", required=False)
 @click.option("--logdir", type=click.Path(file_okay=False), default=None,
               help="The run directory (default: runs/<Mon DD_HH-MM-SS>_<host>).")
-@click.option("--epochs", type=click.IntRange(min=1), default=3, show_default=True,
-              help="Passes over the training data.")
-@click.option("--batch-size", type=click.IntRange(min=1), default=64, show_default=True,
-              help="Examples per optimizer step.")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=0.05,
-              show_default=True, help="Learning rate.")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Seeds initialization, shuffling and each plugin's own generator.")
+@click.option("--epochs", type=int, default=None,
+              help=f"Passes over the training data (default {Settings.epochs}).")
+@click.option("--batch-size", type=int, default=None,
+              help=f"Examples per optimizer step (default {Settings.batch_size}).")
+@click.option("--lr", type=float, default=None,
+              help=f"Learning rate (default {Settings.lr}).")
+@click.option("--seed", type=int, default=None,
+              help="Seeds initialization, shuffling and each plugin's own generator "
+                   f"(default {Settings.seed}).")
 @click.option("-p", "--plugin", "plugins", multiple=True, callback=_check_specs,
               metavar="NAME[:key=value,...]", help="Enable a plugin (repeatable).")
-@click.option("--no-default-plugins", is_flag=True,
+@click.option("--no-default-plugins", "no_default_plugins", is_flag=True, default=None,
               help="Do not enable nan-guard, histogram, grad-norm and gradcam.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file: [train] settings and [plugins.NAME] tables.")
-@click.option("--strict-plugins", is_flag=True, help="Make every plugin error fatal.")
+@click.option("--strict-plugins", is_flag=True, default=None,
+              help="Make every plugin error fatal.")
 @click.option("--resume", type=click.Path(file_okay=False), default=None, metavar="DIR",
-              help="Continue the run in DIR from its newest checkpoint.")
+              help="Continue the run in DIR with its recorded configuration (flags given "
+                   "again must match it; --epochs may be raised).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
-def train(example: str, logdir: str | None, epochs: int, batch_size: int, lr: float, seed: int,
-          plugins: tuple, no_default_plugins: bool, config_file: str | None,
-          strict_plugins: bool, resume: str | None, quiet: bool) -> None:
+def train(example: str | None, logdir: str | None, epochs: int | None,
+          batch_size: int | None, lr: float | None, seed: int | None, plugins: tuple,
+          no_default_plugins: bool | None, config_file: str | None,
+          strict_plugins: bool | None, resume: str | None, quiet: bool) -> None:
     """Train EXAMPLE and log to TensorBoard.
 
     EXAMPLE is a built-in example (shapes, the default; shapes-mlp) or a Python file that
@@ -111,7 +115,11 @@ def train(example: str, logdir: str | None, epochs: int, batch_size: int, lr: fl
     Plugins: -p NAME[:key=value,...], e.g. -p grad-clip:max_norm=1.0 -p histogram:every=50;
     a value is a TOML literal (number, true/false, "string", [array]) or a bare string. A
     --config TOML file holds [train] settings (e.g. train_size = 1000) and [plugins.NAME]
-    tables, which enable plugins; -p overrides their options per key.
+    tables, which enable plugins; flags override [train], -p overrides a table per key.
+
+    The run directory records the whole configuration (run.toml, and each checkpoint):
+    --resume DIR restores it. Flags given again with the same value are fine, a larger
+    --epochs extends the run, any other difference is refused.
 
     Exit status: 0 done, 1 the run failed, 2 usage error, 130/143 interrupted by SIGINT or
     SIGTERM (a checkpoint is saved; continue with --resume DIR).
@@ -120,8 +128,10 @@ def train(example: str, logdir: str | None, epochs: int, batch_size: int, lr: fl
     from .train import train as run_training
     options = TrainOptions(example=example, logdir=logdir, epochs=epochs, batch_size=batch_size,
                            lr=lr, seed=seed, plugins=plugins,
-                           default_plugins=not no_default_plugins, config_file=config_file,
-                           strict_plugins=strict_plugins, resume=resume, quiet=quiet)
+                           default_plugins=False if no_default_plugins else None,
+                           config_file=config_file,
+                           strict_plugins=True if strict_plugins else None, resume=resume,
+                           quiet=quiet)
     sys.exit(run_training(options))
 
 
@@ -135,13 +145,20 @@ def plugins_list() -> None:
     """List installed plugins with their kind and status.
 
     Columns: name, distribution, version, kind and status (enabled by default, available,
-    or broken). Each plugin is imported in isolation to show its kind; one that fails to
-    import is listed as broken with its error and affects nothing else.
+    broken, or a conflict). Each plugin is imported in isolation to show its kind; one that
+    fails to import is listed as broken with its error and affects nothing else. A name that
+    two distributions declare is listed once, as a conflict naming both: enabling it fails.
     """
-    from .plugin.discovery import discover, inspect_plugin
+    from .plugin.discovery import by_name, conflict_message, discover, inspect_plugin
     from .train import DEFAULT_PLUGINS
     rows = [("NAME", "DISTRIBUTION", "VERSION", "KIND", "STATUS")]
-    for info in discover():
+    for name, declared in by_name(discover()).items():
+        if len(declared) > 1:  # listed once, naming both; an error only when enabled
+            rows.append((name, ",".join(i.distribution for i in declared), "-", "?",
+                         "conflict: " + conflict_message(name, declared).split(": ", 1)[1]
+                         + "; enabling it fails"))
+            continue
+        info = declared[0]
         found = inspect_plugin(info)
         if found["error"]:
             error = found["error"]
@@ -186,7 +203,8 @@ def plugins_show(name: str) -> None:
         for o in options:
             bounds = ""
             if o["min"] is not None or o["max"] is not None:
-                bounds = f" [{o['min'] if o['min'] is not None else ''}..." \
+                bounds = f" {'(' if o['min_open'] else '['}" \
+                         f"{o['min'] if o['min'] is not None else ''}..." \
                          f"{o['max'] if o['max'] is not None else ''}]"
             click.echo(f"  {o['name']} ({o['type']}{bounds}, default {o['default']!r})")
             if o["help"]:
@@ -209,7 +227,7 @@ def plugins_new(name: str, directory: str) -> None:
     hyphens, starting with a letter.
     """
     from .plugin.discovery import discover
-    from .scaffold import ScaffoldError, check_name, names, write_package
+    from .scaffold import ScaffoldError, check_name, format_steps, names, next_steps, write_package
     try:
         check_name(name)
         taken = [i for i in discover() if i.name == name]
@@ -220,12 +238,9 @@ def plugins_new(name: str, directory: str) -> None:
     except ScaffoldError as exc:
         raise UserError(str(exc)) from None
     n = names(name)
-    click.echo(f"created {root}/ with the plugin '{name}' (class {n['module']}.plugin."
-               f"{n['cls']})\n\nnext:\n"
-               f"  cd {root}\n"
-               f"  pip install -e \".[test]\"   # registers the entry point\n"
-               f"  pytest                     # runs the generated test\n"
-               f"  gradlog train -p {name}")
+    steps = [(f"cd {root}", ""), *next_steps(name)[1:]]
+    click.echo(f"created {root}/ with the plugin '{name}' (class {n['cls']} in "
+               f"{n['module']}.plugin)\n\nnext:\n{format_steps(steps, '  ')}")
 
 
 @main.command("inspect")

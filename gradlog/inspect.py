@@ -2,12 +2,19 @@
 
 Runs are LOGDIR and every directory below it that holds event files; each run's tags are
 grouped by their first path component (``train/``, ``val/``, ``histogram/``, a plugin's name)
-with their kind, number of points, step range and, for scalars, the last value.
+with their kind, number of points, step range and, for scalars, the last value, as TensorBoard
+shows them: after the purges of resumed runs (whose notices TensorBoard's loader would print
+are kept quiet). Every record of every file is checked first: a damaged one is reported with
+its file and index (TensorBoard shows nothing of that file after it); a torn last record (a
+crash mid-write) is only noted.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = ["InspectError", "TagSummary", "RunSummary", "find_runs", "summarize_run",
@@ -46,6 +53,8 @@ class RunSummary:
     files: int
     tags: list[TagSummary] = field(default_factory=list)
     error: str | None = None
+    damaged: list[str] = field(default_factory=list)  # one line per damaged file
+    torn: list[str] = field(default_factory=list)     # files whose last record is cut off
 
     def groups(self) -> dict[str, list[TagSummary]]:
         """Tags per group: train/ and val/ first, then by name, tags without a prefix last."""
@@ -84,15 +93,43 @@ def find_runs(logdir: str) -> list[str]:
     return runs
 
 
+@contextlib.contextmanager
+def _quiet_tensorboard() -> Iterator[None]:
+    """TensorBoard's loader logs a warning for each purge of a resumed run ("Detected out of
+    order event.step..."): expected here, and not ours to print."""
+    logger = logging.getLogger("tensorboard")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _check_files(path: str, summary: RunSummary) -> None:
+    from .tensorboard.reader import check_file
+    for name in _event_files(path):
+        found = check_file(os.path.join(path, name))
+        if found.damage is not None:
+            d = found.damage
+            summary.damaged.append(f"{name}: record {d.index} (at byte {d.offset}) is "
+                                   f"damaged: {d.reason}; TensorBoard shows nothing of this "
+                                   "file after it")
+        elif found.torn_bytes:
+            summary.torn.append(name)
+
+
 def summarize_run(path: str, name: str | None = None) -> RunSummary:
     """Every tag of the run in ``path``, read with TensorBoard's plugin event accumulator."""
     from tensorboard.backend.event_processing import plugin_event_accumulator as pea
     from tensorboard.util import tensor_util
 
     summary = RunSummary(name or path, len(_event_files(path)))
+    _check_files(path, summary)
     acc = pea.EventAccumulator(path, size_guidance={pea.TENSORS: 0})  # 0: keep every event
     try:
-        acc.Reload()
+        with _quiet_tensorboard():
+            acc.Reload()
     except Exception as exc:  # noqa: BLE001  (a damaged file is reported, not fatal)
         summary.error = f"{type(exc).__name__}: {exc}"
         return summary
@@ -128,6 +165,9 @@ def format_report(runs: list[RunSummary]) -> str:
         lines.append(f"run {run.name}  ({files}, {len(run.tags)} tags)")
         if run.error:
             lines.append(f"  unreadable: {run.error}")
+        lines += [f"  damaged: {line}" for line in run.damaged]
+        lines += [f"  note: {name} ends in an incomplete record (its writer stopped mid-write, "
+                  "e.g. killed); TensorBoard skips it" for name in run.torn]
         rows = []
         for g, tags in run.groups().items():
             for t in tags:

@@ -12,7 +12,8 @@ import os
 import re
 from string import Template
 
-__all__ = ["ScaffoldError", "check_name", "names", "render", "write_package"]
+__all__ = ["ScaffoldError", "check_name", "names", "render", "write_package", "next_steps",
+           "format_steps"]
 
 _VALID = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
@@ -147,24 +148,33 @@ def test_rejects_every_below_one():
 README = '''\
 # $dist
 
-A gradlog plugin: `$name` logs the mean training loss of each window of N optimizer steps
-as `$name/loss_mean`.
+A gradlog plugin, `$name`: the class `$cls` in `src/$module/plugin.py`
+logs the mean training loss of each window of N optimizer steps as `$name/loss_mean`.
 
-    pip install -e .          # registers the entry point "$name" in gradlog.plugins
-    gradlog plugins list      # shows $name
-    gradlog plugins show $name
-    gradlog train -p $name:every=20
+$next_steps
 
-In your own loop: `gl.watch(model, optimizer, plugins=["$name:every=20"])`.
+Then `gradlog plugins show $name` prints its options; in your own loop:
+`gl.watch(model, optimizer, plugins=["$name:every=20"])`.
 
-## Develop
-
-    pip install -e ".[test]"
-    pytest
-
-The plugin is in `src/$module/plugin.py`; its test runs it for a few steps on a tiny model
-with `gradlog.testing.PluginHarness` and an in-memory writer.
+Its test runs it for a few steps on a tiny model with `gradlog.testing.PluginHarness` and an
+in-memory writer.
 '''
+
+
+def next_steps(name: str) -> list[tuple[str, str]]:
+    """``(command, what it does)`` after ``gradlog plugins new NAME``: what the command prints,
+    the generated README and gradlog's README all show."""
+    n = names(name)
+    return [(f"cd {n['dist']}", ""),
+            ('pip install -e ".[test]"', "registers the entry point in gradlog.plugins"),
+            ("python -m pytest", "runs the generated test"),
+            (f"gradlog train -p {name}:every=20", "trains the built-in example with it")]
+
+
+def format_steps(steps: list[tuple[str, str]], indent: str = "") -> str:
+    width = max(len(command) for command, _ in steps)
+    return "\n".join(f"{indent}{command.ljust(width)}   # {note}" if note else
+                     f"{indent}{command}" for command, note in steps)
 
 FILES = {
     "pyproject.toml": PYPROJECT,
@@ -177,7 +187,7 @@ FILES = {
 
 def render(name: str) -> dict[str, str]:
     """The generated files, ``{relative path: text}``."""
-    subs = names(name)
+    subs = {**names(name), "next_steps": format_steps(next_steps(name)[1:], "    ")}
     return {Template(path).substitute(subs): Template(text).substitute(subs)
             for path, text in FILES.items()}
 

@@ -15,18 +15,20 @@ the new one, never a half-written file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
 import zipfile
 import zlib
+from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
 
 from .autograd.tensor import Tensor, wrap
 
-__all__ = ["save", "load", "CheckpointError"]
+__all__ = ["save", "load", "CheckpointError", "atomic_file", "fsync_directory"]
 
 MANIFEST = "__gradlog_manifest__"
 FORMAT = "gradlog-checkpoint"
@@ -82,8 +84,8 @@ def load(f: str | os.PathLike | IO[bytes], map_location: Any = None, *,
             if MANIFEST not in npz.files:
                 raise CheckpointError(f"{name}: not a gradlog checkpoint (missing manifest "
                                       f"entry {MANIFEST!r})")
-            manifest = _read_manifest(name, _entry(npz, MANIFEST, name))
-            return _decode(manifest["root"], npz, name)
+            manifest = _read_manifest(name, _entry(npz, MANIFEST, name, "the manifest"))
+            return _decode(manifest["root"], npz, name, "obj")
     except CheckpointError:
         raise
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, zlib.error) as exc:
@@ -146,11 +148,21 @@ def _add(arrays: dict[str, np.ndarray], arr: np.ndarray) -> str:
 
 
 def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
+    with atomic_file(path) as fh:
+        np.savez(fh, **arrays)
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """A binary file that replaces ``path`` only once the block ends without error: written
+    to a temporary file beside it, fsynced, renamed over ``path``, the directory fsynced. A
+    crash at any point leaves the old file or the new one, never a half-written one."""
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = _create_temporary(directory, f".{os.path.basename(path)}.")
     try:
         with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
@@ -160,7 +172,7 @@ def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
         except FileNotFoundError:
             pass
         raise
-    _fsync_dir(directory)
+    fsync_directory(directory)
 
 
 def _create_temporary(directory: str, prefix: str) -> tuple[int, str]:
@@ -177,8 +189,9 @@ def _create_temporary(directory: str, prefix: str) -> tuple[int, str]:
     raise FileExistsError(f"no free temporary file name for {prefix!r} in {directory}")
 
 
-def _fsync_dir(directory: str) -> None:
-    """Make the rename durable (POSIX); directories cannot be opened for fsync on Windows."""
+def fsync_directory(directory: str) -> None:
+    """Make the names in ``directory`` durable, e.g. after a rename (POSIX; directories cannot
+    be opened for fsync on Windows)."""
     if os.name != "posix":
         return
     fd = os.open(directory, os.O_RDONLY)
@@ -218,17 +231,19 @@ def _refuse_pickles(npz: Any, name: str) -> None:
                                   "refuse to load them")
 
 
-def _entry(npz: Any, key: str, name: str) -> np.ndarray:
+def _entry(npz: Any, key: str, name: str, what: str) -> np.ndarray:
+    """The array of entry ``key``, which holds ``what`` (a key path such as
+    ``obj["model"]["fc.weight"]``, named in the error when the entry is damaged)."""
     if key not in npz.files:
         raise CheckpointError(f"{name}: corrupted checkpoint (the manifest refers to a missing "
-                              f"entry {key!r})")
+                              f"entry {key!r}, {what})")
     try:
         value = npz[key]
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
-        raise CheckpointError(f"{name}: truncated or corrupted checkpoint (entry {key!r}: "
-                              f"{exc})") from None
+        raise CheckpointError(f"{name}: damaged entry {key!r} ({what}): {exc}") from None
     if not isinstance(value, np.ndarray):  # a zip member that is not an .npy array
-        raise CheckpointError(f"{name}: corrupted checkpoint (entry {key!r} is not an array)")
+        raise CheckpointError(f"{name}: corrupted checkpoint (entry {key!r} is not an array; "
+                              f"it holds {what})")
     return value
 
 
@@ -245,7 +260,7 @@ def _read_manifest(name: str, raw: np.ndarray) -> dict[str, Any]:
     return manifest
 
 
-def _decode(node: Any, npz: Any, name: str) -> Any:
+def _decode(node: Any, npz: Any, name: str, path: str) -> Any:
     try:
         kind = node["t"]
         if kind == "none":
@@ -255,21 +270,24 @@ def _decode(node: Any, npz: Any, name: str) -> Any:
         if kind == "float":
             return float(node["v"])
         if kind == "tensor":
-            return _tensor(_entry(npz, node["e"], name), node)
+            return _tensor(_entry(npz, node["e"], name, path), node)
         if kind == "ndarray":
-            return _entry(npz, node["e"], name)
+            return _entry(npz, node["e"], name, path)
         if kind == "npscalar":
-            return _entry(npz, node["e"], name)[()]
+            return _entry(npz, node["e"], name, path)[()]
         if kind == "dict":
-            return {(int(k) if kt == "i" else str(k)): _decode(v, npz, name)
+            return {(int(k) if kt == "i" else str(k)): _decode(
+                        v, npz, name, f"{path}[{int(k) if kt == 'i' else json.dumps(k)}]")
                     for kt, k, v in node["items"]}
         if kind in ("list", "tuple"):
-            items = [_decode(v, npz, name) for v in node["items"]]
+            items = [_decode(v, npz, name, f"{path}[{i}]") for i, v in enumerate(node["items"])]
             return items if kind == "list" else tuple(items)
+    except CheckpointError:
+        raise
     except (KeyError, TypeError, ValueError) as exc:
-        raise CheckpointError(f"{name}: corrupted manifest ({type(exc).__name__}: {exc})"
-                              ) from None
-    raise CheckpointError(f"{name}: corrupted manifest (unknown node type {kind!r})")
+        raise CheckpointError(f"{name}: corrupted manifest at {path} ({type(exc).__name__}: "
+                              f"{exc})") from None
+    raise CheckpointError(f"{name}: corrupted manifest at {path} (unknown node type {kind!r})")
 
 
 def _tensor(arr: np.ndarray, node: dict[str, Any]) -> Tensor:

@@ -178,6 +178,7 @@ class PluginHarness:
 
     def run(self, steps: int, epochs: int = 1) -> PluginHarness:
         """Train ``steps`` batches per epoch for ``epochs`` epochs, firing every event."""
+        from gradlog.train import accuracy
         run = self.run_obj
         run.start()
         try:
@@ -195,7 +196,10 @@ class PluginHarness:
                         loss.backward()
                         self.optimizer.step()
                         self.losses.append(float(loss.item()))
-                        metrics = {"train/loss": self.losses[-1], **self._accuracy(out, y)}
+                        metrics = {"train/loss": self.losses[-1]}
+                        acc = accuracy(self.engine, out, y)
+                        if acc is not None:
+                            metrics["train/acc"] = acc
                         run.end_batch(metrics)
                         done += 1
                 run.validation_end({"val/loss": self.losses[-1]}, log=False)
@@ -205,12 +209,6 @@ class PluginHarness:
             raise
         run.finish()
         return self
-
-    def _accuracy(self, output: Any, target: Any) -> dict:
-        y, out = self.engine.to_numpy(target), self.engine.to_numpy(output)
-        if y.dtype.kind not in "iu" or out.ndim != 2 or y.shape != out.shape[:1]:
-            return {}
-        return {"train/acc": float(np.mean(np.argmax(out, axis=1) == y))}
 
     def scalars(self, tag: str) -> Series:
         return self.writer.series("scalar", tag)

@@ -229,7 +229,8 @@ class GradCAM(Plugin):
 
     # -- events --------------------------------------------------------------------------
     def on_train_start(self, run: Any) -> None:
-        self._probe(run, scores=self.options.discrimination == "every")
+        if run.step == 0:  # the untrained model's maps (a resumed run has logged them)
+            self._probe(run, scores=self.options.discrimination == "every")
 
     def on_batch_end(self, run: Any) -> None:
         if run.step % self.options.every == 0 and run.step != self._probed_at:

@@ -197,14 +197,17 @@ def test_truncated_file_names_path(tmp_path):
             gl.load(path)
 
 
-def test_corrupted_bytes_are_detected(tmp_path):
+def test_a_bit_flip_names_the_damaged_entry_and_what_it_held_once(tmp_path):
     path = tmp_path / "c.ckpt"
-    gl.save({"w": gl.randn(50, 50)}, path)
+    gl.save({"model": {"fc.bias": gl.zeros(3), "fc.weight": gl.randn(50, 50)}}, path)
     data = bytearray(path.read_bytes())
-    data[len(data) // 3] ^= 0xFF  # inside the array: the zip CRC check fails
+    data[len(data) // 3] ^= 0x08  # one bit inside the weight: the zip CRC check fails
     path.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match=f"{path}: truncated or corrupted checkpoint"):
+    with pytest.raises(CheckpointError) as caught:
         gl.load(path)
+    message = str(caught.value)
+    assert message == (f"{path}: damaged entry 'a1' (obj[\"model\"][\"fc.weight\"]): "
+                       "Bad CRC-32 for file 'a1.npy'")
 
 
 @pytest.mark.parametrize("content,problem", [

@@ -3,13 +3,16 @@
 gradlog, found through their entry points, pass their own tests, and log through
 ``gradlog train``.
 
-The fresh virtualenv works offline and in seconds: it is created without pip, and a ``.pth``
-file appends the directories where the running interpreter finds gradlog's dependencies (and
-pip and pytest). pip installs the newest setuptools into it, taken only from the package
-sources on this machine that pip's configuration names (file:// indexes, find-links
-directories; with none, pip's defaults), then gradlog itself (editable, from this checkout)
-and the plugin packages with ``pip install --no-build-isolation -e``: every dependency is
-already there, so nothing is downloaded.
+The fresh virtualenv works offline and in seconds, and sees nothing else of what is installed
+here: it is created without pip, and a ``.pth`` file appends one directory that holds links to
+exactly the distributions gradlog requires (and pip and pytest), each one's packages and
+metadata, taken from where the running interpreter finds them. No other distribution of the
+outer environment is visible (no other plugin, e.g. one a user installed from the README's
+tutorial, and no other copy of gradlog). pip installs the newest setuptools into it, taken only
+from the package sources on this machine that pip's configuration names (file:// indexes,
+find-links directories; with none, pip's defaults), then gradlog itself (editable, from this
+checkout) and the plugin packages with ``pip install --no-build-isolation -e``: every
+dependency is already there, so nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -64,10 +67,10 @@ def test_dead_relu_logs_each_relu_module_on_logging_steps_only(dead_relu):
 
 
 # -- a fresh virtualenv (slow) -------------------------------------------------------------------
-def _site_dirs(roots: tuple[str, ...]) -> list[str]:
-    """The directories holding ``roots`` and everything they require, as installed here."""
+def _distributions(roots: tuple[str, ...]) -> list[metadata.Distribution]:
+    """``roots`` and everything they require (extras aside), as installed here."""
     seen: set[str] = set()
-    dirs: list[str] = []
+    found: list[metadata.Distribution] = []
     todo = list(roots)
     while todo:
         name = re.sub(r"[-_.]+", "-", todo.pop()).lower()
@@ -78,13 +81,25 @@ def _site_dirs(roots: tuple[str, ...]) -> list[str]:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
             continue  # an optional or platform-specific requirement
-        where = str(Path(str(dist.locate_file(""))).resolve())
-        if where not in dirs:
-            dirs.append(where)
+        found.append(dist)
         for req in dist.requires or []:
             if "extra ==" not in req:
                 todo.append(re.match(r"[A-Za-z0-9_.-]+", req).group(0))
-    return dirs
+    return found
+
+
+def _link_view(view: Path, dists: list[metadata.Distribution]) -> None:
+    """``view/`` with a link to each top-level entry (packages, modules, .dist-info) of each
+    distribution: on sys.path, it shows those distributions and nothing else."""
+    view.mkdir()
+    for dist in dists:
+        site = Path(str(dist.locate_file(""))).resolve()
+        tops = {f.parts[0] for f in dist.files or [] if f.parts and f.parts[0] != ".."}
+        assert any(t.endswith(".dist-info") for t in tops), f"{dist.name}: no RECORD"
+        for top in sorted(tops):
+            source, link = site / top, view / top
+            if source.exists() and not link.exists():
+                link.symlink_to(source, target_is_directory=source.is_dir())
 
 
 def _local_package_sources(pip_config: str) -> list[str]:
@@ -118,9 +133,12 @@ class FreshVenv:
         self.env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1")
         purelib = self.run("python", "-c",
                            "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-        deps = _site_dirs(("gradlog", "pip", "pytest"))
+        requirements = [re.match(r"[A-Za-z0-9_.-]+", r).group(0)
+                        for r in metadata.requires("gradlog") or [] if "extra ==" not in r]
+        view = root / "dependencies"
+        _link_view(view, _distributions((*requirements, "pip", "pytest")))
         Path(purelib.stdout.strip(), "_gradlog_test_dependencies.pth").write_text(
-            "\n".join(deps) + "\n")
+            f"{view}\n")
         self.sources = _local_package_sources(self.run("python", "-m", "pip", "config", "list",
                                                        check=False).stdout)
 
@@ -167,6 +185,15 @@ def test_gradlog_in_the_fresh_virtualenv_is_this_checkout(venv):
     assert Path(where).resolve() == REPO / "gradlog" / "__init__.py"
     assert str(venv.root) in venv.run("python", "-c", "import sys; print(sys.prefix)").stdout
     assert "No broken requirements" in venv.run("python", "-m", "pip", "check").stdout
+    # it sees gradlog's requirements, pip, pytest and what the test installed: nothing else
+    import json
+    listed = {re.sub(r"[-_.]+", "-", d["name"]).lower() for d in json.loads(venv.run(
+        "python", "-m", "pip", "list", "--format=json").stdout)}
+    allowed = {re.sub(r"[-_.]+", "-", d.name).lower() for d in _distributions(
+        (*[re.match(r"[A-Za-z0-9_.-]+", r).group(0) for r in metadata.requires("gradlog")
+           if "extra ==" not in r], "pip", "pytest"))}
+    assert listed - allowed == {"gradlog", "gradlog-dead-relu", "gradlog-loss-window",
+                                "setuptools"} - allowed
 
 
 @pytest.mark.slow

@@ -3,6 +3,8 @@ crosses apart on the built-in ``Shapes`` data (no download), with probe sets for
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from typing import Any
 
 import gradlog as gl
@@ -10,11 +12,28 @@ from gradlog import nn, optim
 from gradlog.data import DataLoader, Shapes, TensorDataset
 
 
+@dataclass
+class Options:
+    """This example's own settings (``[train]`` keys), besides epochs, batch_size, lr, seed."""
+
+    train_size: int = field(default=6000, metadata={"help": "training images", "min": 1})
+    val_size: int = field(default=1000, metadata={"help": "validation images", "min": 1})
+    image_size: int = field(default=32, metadata={"help": "image side in pixels", "min": 8})
+    two_object_size: int = field(default=200, metadata={
+        "help": "two-object images on which Grad-CAM's discrimination is measured", "min": 1})
+
+
+def options(config: dict) -> Options:
+    """The example's settings in ``config``, defaults for the others (``build`` also takes a
+    partial config, as tests call it)."""
+    return Options(**{k: config[k] for k in Options.__dataclass_fields__ if k in config})
+
+
 def shapes_data(config: dict) -> tuple[Shapes, Shapes]:
     seed = int(config.get("seed", 0))
-    size = int(config.get("image_size", 32))
-    train = Shapes(int(config.get("train_size", 6000)), size=size, seed=seed)
-    val = Shapes(int(config.get("val_size", 1000)), size=size, seed=seed + 10_000)
+    o = options(config)
+    train = Shapes(o.train_size, size=o.image_size, seed=seed)
+    val = Shapes(o.val_size, size=o.image_size, seed=seed + 10_000)
     return train, val
 
 
@@ -34,8 +53,8 @@ def probe_sets(val: Shapes, config: dict) -> dict:
     """Fixed images for probing plugins: 8 validation images, and 200 two-object images with
     masks on which Grad-CAM's class discrimination is measured."""
     seed = int(config.get("seed", 0))
-    two = Shapes(int(config.get("two_object_size", 200)), size=val.images.shape[-1],
-                 objects=2, seed=seed + 20_000)
+    two = Shapes(options(config).two_object_size, size=val.images.shape[-1], objects=2,
+                 seed=seed + 20_000)
     return {
         "probe": {"images": gl.from_numpy(val.images[:8]), "labels": gl.from_numpy(val.labels[:8])},
         "two_object": {"images": gl.from_numpy(two.images), "labels": gl.from_numpy(two.labels),
@@ -46,20 +65,25 @@ def probe_sets(val: Shapes, config: dict) -> dict:
 
 def cnn(num_classes: int) -> nn.Module:
     """Three 3x3 conv blocks (BatchNorm, ReLU; a 2x2 max-pool after the first two), global
-    average pooling and a linear classifier.
+    average pooling and a linear classifier, named as a PyTorch user names them (``conv1``,
+    ``bn1``, ``relu1``, ``pool1``, ..., ``fc``): tags read ``grad-norm/conv1``.
 
-    Why this shape: the last conv (module ``8``, Grad-CAM's default layer) keeps an 8x8 map
+    Why this shape: the last conv (``conv3``, Grad-CAM's default layer) keeps an 8x8 map
     whose every position the classifier reads through the average, so the Grad-CAM of a class
     is its evidence map (CAM up to a constant); with a flatten + linear head the map localises
     poorly. BatchNorm lets SGD at lr 0.05 train it to >99% in three epochs; without it the
     same run stays at chance. 8/16/32 channels keep ``gradlog train`` well under a minute.
     """
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes),
-    )
+    return nn.Sequential(OrderedDict([
+        ("conv1", nn.Conv2d(1, 8, 3, padding=1)), ("bn1", nn.BatchNorm2d(8)),
+        ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(8, 16, 3, padding=1)), ("bn2", nn.BatchNorm2d(16)),
+        ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
+        ("conv3", nn.Conv2d(16, 32, 3, padding=1)), ("bn3", nn.BatchNorm2d(32)),
+        ("relu3", nn.ReLU()),
+        ("avgpool", nn.AdaptiveAvgPool2d(1)), ("flatten", nn.Flatten()),
+        ("fc", nn.Linear(32, num_classes)),
+    ]))
 
 
 def build(config: dict) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Discovery never imports a plugin; a plugin is imported only when enabled (or when
 ``gradlog plugins list/show`` inspects it in isolation). A broken plugin that is not enabled
-affects nothing; an enabled one that fails to import stops the run before training.
+affects nothing; an enabled one that fails to import stops the run before training. A name
+declared by two distributions is a conflict: listed once, naming both, and an error only when
+the plugin is enabled.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from typing import Any
 
 from .base import Plugin, check_plugin_class
 from .errors import PluginConfigError, PluginLoadError
-from .options import parse_spec
+from .options import did_you_mean, parse_spec
 
-__all__ = ["GROUP", "PluginInfo", "discover", "load", "inspect_plugin", "resolve_plugins"]
+__all__ = ["GROUP", "PluginInfo", "discover", "by_name", "conflict_message", "load",
+           "inspect_plugin", "merge_plugins", "instantiate", "resolve_plugins"]
 
 GROUP = "gradlog.plugins"
 
@@ -34,24 +37,38 @@ class PluginInfo:
 def discover() -> list[PluginInfo]:
     """Every plugin declared in the ``gradlog.plugins`` entry-point group, sorted by name."""
     import importlib.metadata as metadata  # here, not at import time: `import gradlog` stays fast
-    found = []
+    found: dict[tuple, PluginInfo] = {}
     for ep in metadata.entry_points(group=GROUP):
         dist = getattr(ep, "dist", None)
-        found.append(PluginInfo(ep.name, ep.value, dist.name if dist else "?",
-                                dist.version if dist else "?", ep))
-    return sorted(found, key=lambda i: i.name)
+        info = PluginInfo(ep.name, ep.value, dist.name if dist else "?",
+                          dist.version if dist else "?", ep)
+        # a distribution found twice on sys.path declares its plugins once
+        found.setdefault((info.name, info.value, info.distribution), info)
+    return sorted(found.values(), key=lambda i: (i.name, i.distribution))
+
+
+def by_name(available: list[PluginInfo]) -> dict[str, list[PluginInfo]]:
+    """The declarations of each plugin name, in name order: more than one is a conflict."""
+    out: dict[str, list[PluginInfo]] = {}
+    for info in available:
+        out.setdefault(info.name, []).append(info)
+    return out
+
+
+def conflict_message(name: str, declarations: list[PluginInfo]) -> str:
+    dists = " and ".join(f"{m.distribution} ({m.value})" for m in declarations)
+    return f"plugin name '{name}' is declared by more than one distribution: {dists}"
 
 
 def _info(name: str, available: list[PluginInfo]) -> PluginInfo:
-    matches = [i for i in available if i.name == name]
-    if not matches:
-        names = ", ".join(i.name for i in available) or "(none installed)"
-        raise PluginConfigError(f"unknown plugin '{name}'; installed plugins: {names}")
-    if len({(m.value, m.distribution) for m in matches}) > 1:
-        dists = ", ".join(f"{m.distribution} ({m.value})" for m in matches)
-        raise PluginConfigError(f"plugin name '{name}' is declared by more than one "
-                                f"distribution: {dists}")
-    return matches[0]
+    declared = by_name(available)
+    if name not in declared:
+        names = ", ".join(declared) or "(none installed)"
+        raise PluginConfigError(f"unknown plugin '{name}';{did_you_mean(name, declared)} "
+                                f"installed plugins: {names}")
+    if len(declared[name]) > 1:
+        raise PluginConfigError(conflict_message(name, declared[name]))
+    return declared[name][0]
 
 
 def load(name: str, available: list[PluginInfo] | None = None) -> type:
@@ -84,16 +101,15 @@ def inspect_plugin(info: PluginInfo) -> dict:
         return {"cls": None, "error": str(exc).splitlines()[0]}
 
 
-def resolve_plugins(specs: Any = (), *, defaults: Any = (), config: dict | None = None,
-                    available: list[PluginInfo] | None = None) -> list[Plugin]:
-    """Instantiate the enabled plugins, in enabling order: ``defaults``, then the
-    ``[plugins.NAME]`` tables of ``config``, then ``specs`` (``-p`` strings, plugin classes or
-    instances). Options merge per key (later wins); naming a plugin twice in ``specs`` is an
-    error. Every option is validated before anything runs."""
+def merge_plugins(specs: Any = (), *, defaults: Any = (), config: dict | None = None
+                  ) -> list[tuple[str, dict, Any]]:
+    """The enabled plugins as ``(name, options, given)``, in enabling order: ``defaults``, then
+    the ``[plugins.NAME]`` tables of ``config``, then ``specs`` (``-p`` strings, plugin classes
+    or instances; ``given`` is the class or instance, else None). Options merge per key (later
+    wins); naming a plugin twice in ``specs`` is an error. Nothing is imported."""
     order: list[str] = []
     options: dict[str, dict] = {}
-    classes: dict[str, type] = {}
-    instances: dict[str, Plugin] = {}
+    given: dict[str, Any] = {}
 
     def enable(name: str, opts: dict) -> None:
         if name not in options:
@@ -114,30 +130,42 @@ def resolve_plugins(specs: Any = (), *, defaults: Any = (), config: dict | None 
     for spec in specs:
         if isinstance(spec, Plugin):
             name = spec.name
-            instances[name] = spec
+            given[name] = spec
         elif isinstance(spec, type) and issubclass(spec, Plugin):
             check_plugin_class(spec)
             name = spec.name
-            classes[name] = spec
+            given[name] = spec
         else:
             name, opts = parse_spec(spec)
             enable(name, opts)
         if name in seen_specs:
             raise PluginConfigError(f"plugin '{name}' is enabled twice")
         seen_specs.add(name)
-        if name not in options:
-            order.append(name)
-            options[name] = {}
-    needs_discovery = [n for n in order if n not in classes and n not in instances]
+        enable(name, {})
+    return [(name, options[name], given.get(name)) for name in order]
+
+
+def instantiate(enabled: list[tuple[str, dict, Any]],
+                available: list[PluginInfo] | None = None) -> list[Plugin]:
+    """The plugins of :func:`merge_plugins`' list, each validating its options; the ones not
+    given as a class or instance are imported (only they)."""
+    needs_discovery = any(given is None for _, _, given in enabled)
     found = (discover() if available is None else available) if needs_discovery else []
     plugins = []
-    for name in order:
-        if name in instances:
-            if options[name]:
+    for name, options, given in enabled:
+        if isinstance(given, Plugin):
+            if options:
                 raise PluginConfigError(f"plugin '{name}' was given as an instance; options "
                                         "cannot be added to it")
-            plugins.append(instances[name])
+            plugins.append(given)
             continue
-        cls = classes.get(name) or load(name, found)
-        plugins.append(cls(**options[name]))
+        cls = given or load(name, found)
+        plugins.append(cls(**options))
     return plugins
+
+
+def resolve_plugins(specs: Any = (), *, defaults: Any = (), config: dict | None = None,
+                    available: list[PluginInfo] | None = None) -> list[Plugin]:
+    """Instantiate the enabled plugins (:func:`merge_plugins`, then :func:`instantiate`):
+    every option is validated before anything runs."""
+    return instantiate(merge_plugins(specs, defaults=defaults, config=config), available)

@@ -7,6 +7,7 @@ Order is ``(plugin.order, enabling index)``. Each plugin receives its own view o
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from .base import EVENTS, event_kwargs
@@ -26,6 +27,7 @@ class Slot:
         self.order = plugin.order
         self.index = index
         self.enabled = True
+        self.disabled_because: str | None = None  # the failure that disabled it
         self.failures: dict[str, int] = {}  # consecutive failures, per event or hook kind
         self.total_failures = 0
         self.seconds = 0.0      # time spent since the last telemetry point
@@ -43,9 +45,10 @@ class Slot:
     def rng(self) -> Any:
         return self.drawing if self.drawing is not None else self.generator
 
-    def disable(self) -> None:
-        """Stop calling the plugin and remove its hooks."""
+    def disable(self, because: str) -> None:
+        """Stop calling the plugin and remove its hooks; ``because`` says which failure."""
         self.enabled = False
+        self.disabled_because = because
         if self.registrar is not None:
             self.registrar.remove_all()
 
@@ -139,7 +142,7 @@ class Dispatcher:
 
     def fire_exception(self, error: BaseException, slots: list[Slot] | None = None) -> None:
         """``on_exception`` for every plugin (or those of ``slots``), disabled ones too; their
-        own errors are warnings, never raised."""
-        quiet = FailurePolicy(warn_only=True)
+        own errors are reported, never raised."""
+        quiet = dataclasses.replace(self.policy, warn_only=True)
         for slot in self.slots if slots is None else slots:
             self.call(slot, "on_exception", {"error": error}, quiet, disabled_too=True)

@@ -1,5 +1,6 @@
 """Plugin options: the ``-p NAME[:key=value,...]`` grammar, ``[plugins.NAME]`` TOML tables,
-and validation of values against a plugin's typed ``Options`` dataclass.
+and validation of values against a typed ``Options`` dataclass (a plugin's, and the same for
+``gradlog train``'s own settings), with a did-you-mean for misspelled names.
 
 A value is read as a TOML literal when it parses as one (numbers, ``true``/``false``, quoted
 strings, arrays such as ``include=["fc*","conv*"]``), otherwise as a bare string; commas
@@ -9,6 +10,7 @@ inside brackets or quotes do not split.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 import tomllib
 import types
@@ -17,9 +19,16 @@ from typing import Any
 
 from .errors import PluginConfigError
 
-__all__ = ["parse_spec", "parse_value", "validate_options", "describe_options", "load_config"]
+__all__ = ["parse_spec", "parse_value", "validate_options", "check_values", "describe_options",
+           "load_config", "did_you_mean", "UnknownOption", "BadValue"]
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def did_you_mean(name: str, choices: Any) -> str:
+    """``" did you mean 'x'?"`` for the choice closest to a misspelled ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" did you mean '{close[0]}'?" if close else ""
 
 
 def parse_value(text: str) -> Any:
@@ -172,6 +181,8 @@ def _coerce(value: Any, tp: Any) -> Any:
 
 def _check_range(value: Any, meta: Any) -> None:
     lo, hi = meta.get("min"), meta.get("max")
+    if lo is not None and value is not None and meta.get("min_open") and value <= lo:
+        raise ValueError(f"must be > {lo}")
     if lo is not None and value is not None and value < lo:
         raise ValueError(f"must be >= {lo}")
     if hi is not None and value is not None and value > hi:
@@ -179,6 +190,42 @@ def _check_range(value: Any, meta: Any) -> None:
     choices = meta.get("choices")
     if choices is not None and value not in choices:
         raise ValueError(f"must be one of {', '.join(repr(c) for c in choices)}")
+
+
+class UnknownOption(ValueError):
+    """A key that ``options_cls`` has no field for (``known``: the fields, in order)."""
+
+    def __init__(self, key: str, known: list[str]) -> None:
+        self.key, self.known = key, known
+        super().__init__(f"unknown option '{key}'")
+
+
+class BadValue(ValueError):
+    """A value of the wrong type or out of range for ``key`` (``type_name``: its type)."""
+
+    def __init__(self, key: str, value: Any, type_name: str, problem: str) -> None:
+        self.key, self.value, self.type_name, self.problem = key, value, type_name, problem
+        super().__init__(f"bad value {value!r} for '{key}' ({type_name}): {problem}")
+
+
+def check_values(options_cls: Any, given: dict) -> dict:
+    """``given`` with every value coerced to its field's type in ``options_cls`` and checked
+    against the field's ``min``/``max``/``choices`` metadata. Raises :class:`UnknownOption`
+    for a key without a field (the first, in sorted order) and :class:`BadValue`."""
+    fields = {f.name: f for f in dataclasses.fields(options_cls)}
+    hints = typing.get_type_hints(options_cls)
+    unknown = sorted(set(given) - set(fields))
+    if unknown:
+        raise UnknownOption(unknown[0], list(fields))
+    values = {}
+    for key, value in given.items():
+        try:
+            coerced = _coerce(value, hints[key])
+            _check_range(coerced, fields[key].metadata)
+        except (TypeError, ValueError) as exc:
+            raise BadValue(key, value, _type_name(hints[key]), str(exc)) from None
+        values[key] = coerced
+    return values
 
 
 def validate_options(plugin_name: str, options_cls: Any, given: dict) -> Any:
@@ -189,24 +236,16 @@ def validate_options(plugin_name: str, options_cls: Any, given: dict) -> Any:
             raise PluginConfigError(f"plugin '{plugin_name}' takes no options, got "
                                     f"{', '.join(sorted(given))}")
         return None
-    fields = {f.name: f for f in dataclasses.fields(options_cls)}
-    hints = typing.get_type_hints(options_cls)
-    unknown = sorted(set(given) - set(fields))
-    if unknown:
+    try:
+        values = check_values(options_cls, given)
+    except UnknownOption as exc:
         raise PluginConfigError(
-            f"plugin '{plugin_name}' has no option '{unknown[0]}'; its options are: "
-            f"{', '.join(fields) or '(none)'}")
-    values = {}
-    for key, value in given.items():
-        f = fields[key]
-        try:
-            coerced = _coerce(value, hints[key])
-            _check_range(coerced, f.metadata)
-        except (TypeError, ValueError) as exc:
-            raise PluginConfigError(
-                f"plugin '{plugin_name}': bad value {value!r} for option '{key}' "
-                f"({_type_name(hints[key])}): {exc}") from None
-        values[key] = coerced
+            f"plugin '{plugin_name}' has no option '{exc.key}';{did_you_mean(exc.key, exc.known)}"
+            f" its options are: {', '.join(exc.known) or '(none)'}") from None
+    except BadValue as exc:
+        raise PluginConfigError(
+            f"plugin '{plugin_name}': bad value {exc.value!r} for option '{exc.key}' "
+            f"({exc.type_name}): {exc.problem}") from None
     try:
         options = options_cls(**values)
     except (TypeError, ValueError) as exc:
@@ -235,5 +274,6 @@ def describe_options(options_cls: Any) -> list[dict]:
             default = None
         out.append({"name": f.name, "type": _type_name(hints[f.name]), "default": default,
                     "help": f.metadata.get("help", ""), "min": f.metadata.get("min"),
-                    "max": f.metadata.get("max")})
+                    "max": f.metadata.get("max"),
+                    "min_open": bool(f.metadata.get("min_open"))})
     return out

@@ -5,7 +5,7 @@ failure policy it is called under.
 ``ms_per_step``, lets control flow through, hands an exception (or an observer's returned
 value) to the policy and resets the count of consecutive failures after a success. A policy
 is a value: the run builds the ones it needs (events and hooks; setup, where one failure
-disables; teardown and ``on_exception``, which only warn) and passes them in.
+disables; teardown and ``on_exception``, which only report) and passes them in.
 """
 
 from __future__ import annotations
@@ -19,24 +19,31 @@ from typing import Any
 
 from .errors import CONTROL_FLOW, PluginError
 
-__all__ = ["FailurePolicy", "invoke"]
+__all__ = ["FailurePolicy", "invoke", "warn"]
+
+
+def warn(message: str) -> None:
+    """The default way a failure is said: a ``RuntimeWarning``."""
+    warnings.warn(message, RuntimeWarning, stacklevel=4)
 
 
 @dataclasses.dataclass(frozen=True)
 class FailurePolicy:
     """What happens when a plugin fails.
 
-    An observer's failure is reported (a warning and ``report(slot, where, message, tb)``) and
-    the observer is disabled, its hooks removed, after ``max_failures`` consecutive failures
-    of the same event or hook kind. A mutator's failure, or any failure when ``strict``, stops
-    the run with a ``PluginError``. ``passes_through`` are exception types raised unchanged
-    (e.g. a configuration error found in ``setup``); with ``warn_only`` a failure is only a
-    warning (teardown, ``on_exception``).
+    An observer's failure is said at once (``report(message)``, a warning by default), recorded
+    (``record(slot, where, message, tb)``) and the observer is disabled, its hooks removed,
+    after ``max_failures`` consecutive failures of the same event or hook kind. A mutator's
+    failure, or any failure when ``strict``, stops the run with a ``PluginError``. A write
+    error (``OSError``) is not a plugin's failure: it is raised unchanged, as are
+    ``passes_through`` (e.g. a configuration error found in ``setup``); with ``warn_only`` a
+    failure is only reported (teardown, ``on_exception``).
     """
 
     strict: bool = False
     max_failures: int = 3
-    report: Callable[..., None] | None = None
+    record: Callable[..., None] | None = None
+    report: Callable[[str], None] = warn
     step: Callable[[], int] = lambda: 0
     passes_through: tuple = ()
     warn_only: bool = False
@@ -44,10 +51,9 @@ class FailurePolicy:
     def failed(self, slot: Any, where: str, exc: BaseException) -> None:
         """Apply the policy to ``exc``, raised by ``slot``'s plugin in ``where``."""
         if self.warn_only:
-            warnings.warn(f"plugin '{slot.name}' failed in {where}: {type(exc).__name__}: "
-                          f"{exc}", RuntimeWarning, stacklevel=3)
+            self.report(f"plugin '{slot.name}' failed in {where}: {type(exc).__name__}: {exc}")
             return
-        if isinstance(exc, (*CONTROL_FLOW, *self.passes_through)):
+        if isinstance(exc, (*CONTROL_FLOW, OSError, *self.passes_through)):
             raise exc
         step = self.step()
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -63,11 +69,13 @@ class FailurePolicy:
                 f" (failure {failures} in a row of {self.max_failures} allowed)")
         message = (f"plugin '{slot.name}' (observer) failed in {where} at step {step}: "
                    f"{type(exc).__name__}: {exc}{note}")
-        warnings.warn(message, RuntimeWarning, stacklevel=3)
-        if self.report is not None:
-            self.report(slot, where, message, tb)
+        self.report(message)
+        if self.record is not None:
+            self.record(slot, where, message, tb)
         if disable:
-            slot.disable()
+            times = "1 failure" if failures == 1 else f"{failures} failures in a row"
+            slot.disable(f"{times} in {where}, the last at step {step}: "
+                         f"{type(exc).__name__}: {exc}")
 
 
 def invoke(slot: Any, where: str, fn: Callable[..., Any], args: tuple = (),

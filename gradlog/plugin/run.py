@@ -24,7 +24,7 @@ from ..engines import engine_for
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError, SkipStep
 from .passes import InternalPasses
-from .policy import FailurePolicy, invoke
+from .policy import FailurePolicy, invoke, warn
 from .ranks import RankedWriters
 from .registrar import HookRegistrar
 from .view import PluginRun
@@ -41,7 +41,9 @@ class Run:
     ``run.validation_end(metrics)``; log with ``run.log_scalar(tag, value)``.
     Each plugin's ``plugins/<name>/ms_per_step`` is logged every ``telemetry_every`` steps and
     at each epoch end (``telemetry_every=0`` turns it off, as ``PluginHarness`` does).
-    The engine (``run.engine``) is chosen from the model's type unless given.
+    The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
+    failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
+    ``gradlog train`` prints it as one of its own lines).
 
     Data-parallel: ``model`` may be a ``DistributedDataParallel`` wrapper; ``run.model`` is the
     module it wraps (the names of a one-process run). The ranks are the engine's process group
@@ -55,7 +57,8 @@ class Run:
                  probe_sets: dict | None = None, config: dict | None = None, seed: int = 0,
                  auto_batches: bool = True, telemetry_every: int = 50,
                  owns_writer: bool = True, engine: Any = None,
-                 rank_writer: Callable[[int], Any] | None = None) -> None:
+                 rank_writer: Callable[[int], Any] | None = None,
+                 report: Callable[[str], None] | None = None) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
         self.optimizer = optimizer
@@ -82,7 +85,8 @@ class Run:
         self._passes = InternalPasses(self)
         self._replacements = Replacements()
         self._policy = FailurePolicy(strict=strict, max_failures=max_failures,
-                                     report=self._record_error, step=lambda: self.step)
+                                     record=self._record_error, report=report or warn,
+                                     step=lambda: self.step)
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
@@ -277,7 +281,7 @@ class Run:
                 self.writer.close()
 
     def _detach_all(self) -> None:
-        quiet = FailurePolicy(warn_only=True)
+        quiet = dataclasses.replace(self._policy, warn_only=True)
         for slot in self._dispatcher.slots:
             if slot.registrar is not None:
                 slot.registrar.remove_all()
@@ -393,6 +397,11 @@ class Run:
         return None
 
     # -- reporting -------------------------------------------------------------------------
+    def disabled_plugins(self) -> list[tuple[str, str]]:
+        """``(name, why)`` of each plugin the failure policy disabled during the run."""
+        return [(s.name, s.disabled_because) for s in self._dispatcher.slots
+                if s.disabled_because is not None]
+
     def replaced_values(self) -> list[str]:
         """Which mutators replaced a value (batch, gradient, activation...) in the current
         batch: what to suspect when the step then fails outside any plugin."""

@@ -13,6 +13,8 @@ Guarantees (each tested):
 * **Flushing.** Events wait in memory until ``max_queue`` are pending, ``flush_secs`` have passed
   (checked by :mod:`.lifecycle`'s idle flusher), or ``flush()``/``close()``/exit/SIGINT/SIGTERM.
   A SIGKILL therefore loses fewer than ``max_queue`` events, as with PyTorch.
+* **Durability.** ``sync()`` flushes and fsyncs the file (and once its directory) and returns
+  the file's size: what a checkpoint taken then may rely on surviving a power loss.
 * **Errors surface.** An ``OSError`` names the file and is raised by the call that hit it, or by
   the next call if the idle flusher hit it. Unwritten bytes stay queued for the next flush.
 * **Restarts.** The first record is ``file_version``. ``purge_step=T`` then writes
@@ -54,6 +56,17 @@ def _with_path(error: OSError, path: str) -> OSError:
     return type(error)(error.errno, error.strerror or str(error), path)
 
 
+def _fsync_directory(directory: str) -> None:
+    # (as gradlog.serialization's, which this layer does not import: it sits below it)
+    if os.name != "posix":  # directories cannot be opened for fsync on Windows
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class EventFileWriter:
     """Writes framed ``Event`` records to one new event file in ``log_dir``.
 
@@ -76,6 +89,8 @@ class EventFileWriter:
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
         self._fd: int | None = None
+        self._size = 0  # bytes written to the file
+        self._dir_synced = False
         self._closed = False
         self._error: OSError | None = None  # hit by the idle flusher; raised by the next call
         self._last_flush = time.monotonic()
@@ -114,6 +129,7 @@ class EventFileWriter:
         else:  # pragma: no cover - a thousand live collisions means something else is wrong
             raise FileExistsError(f"no free event file name in {self.log_dir}")
         self.path = path
+        self._size, self._dir_synced = 0, False
         header = Event(wall_time=time.time(), step=step, file_version="brain.Event:2")
         header.source_metadata.writer = "gradlog"
         self._pending.insert(0, frame(header.SerializeToString()))
@@ -157,6 +173,11 @@ class EventFileWriter:
     def flush(self) -> None:
         """Write every pending event to the file (the OS's cache; no fsync)."""
         self._critical(self._flush)
+
+    def sync(self) -> int:
+        """Flush, then fsync the file (the first time also its directory, which holds its
+        name): everything written so far survives a power loss. Returns the file's size."""
+        return self._critical(self._sync)
 
     def close(self) -> None:
         """Flush and close the file. Idempotent; raises the first write error, if any."""
@@ -215,6 +236,18 @@ class EventFileWriter:
         if self._pending and not self._closed:
             self._write_pending()
 
+    def _sync(self) -> int:
+        self._flush()
+        if self._fd is not None:
+            try:
+                os.fsync(self._fd)
+                if not self._dir_synced:
+                    _fsync_directory(self.log_dir)
+                    self._dir_synced = True
+            except OSError as error:
+                raise _with_path(error, self.path) from error
+        return self._size
+
     def _close(self) -> None:
         if self._closed:
             return
@@ -253,7 +286,9 @@ class EventFileWriter:
                 written += os.write(self._fd, memoryview(data)[written:])
         except OSError as error:
             self._pending = [data[written:]]  # retried by the next flush
+            self._size += written
             raise _with_path(error, self.path) from error
+        self._size += written
         self._last_flush = time.monotonic()
 
     def __del__(self) -> None:

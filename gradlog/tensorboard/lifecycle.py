@@ -13,7 +13,10 @@ reference: a writer the program dropped is flushed by its own ``__del__``). Four
   are restored when the last writer closes unless someone installed another handler since.
   If the signal arrives while the main thread is inside a writer's critical section, a flush
   would wait for a lock that thread holds, or see a half-updated queue, so the handler only
-  records the signal; the writer runs it as soon as it leaves (:func:`run_deferred`).
+  records the work; the writer runs it as soon as it leaves (:func:`run_deferred`). A program
+  that handles SIGINT/SIGTERM itself (``gradlog train``) says so with
+  :func:`signals_owned_by_program`: writers then install nothing, and the program's handler
+  uses :func:`call_outside_writers` for whatever must not run inside a writer.
 * **Idle flushing.** One daemon thread flushes writers whose oldest pending event is older than
   their ``flush_secs``, so data reaches the disk even when the training loop stops logging.
   An error there is kept by the writer and raised by its next call.
@@ -25,6 +28,7 @@ reference: a writer the program dropped is flushed by its own ``__del__``). Four
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
@@ -32,7 +36,8 @@ import threading
 import time
 import weakref
 
-__all__ = ["register", "unregister", "run_deferred", "deferred_signals", "main_thread"]
+__all__ = ["register", "unregister", "run_deferred", "deferred_signals", "main_thread",
+           "call_outside_writers", "signals_owned_by_program"]
 
 _writers: weakref.WeakSet = weakref.WeakSet()
 _lock = threading.Lock()
@@ -40,7 +45,8 @@ _wake = threading.Event()
 _flusher: threading.Thread | None = None
 _SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM") if hasattr(signal, name))
 _previous: dict[int, object] = {}  # signal -> the handler we replaced (while ours is installed)
-deferred_signals: list[int] = []  # signals that arrived inside a critical section
+deferred_signals: list = []  # what signal handlers left for the end of a critical section
+_program_owns_signals = False
 
 
 class _MainThread:
@@ -80,13 +86,40 @@ def unregister(writer) -> None:
 
 
 def run_deferred() -> None:
-    """Handle signals that arrived inside a writer's critical section (main thread only)."""
+    """Run what signal handlers deferred while the main thread was inside a writer's critical
+    section (main thread only). What it raises (a program's KeyboardInterrupt) propagates."""
     if threading.current_thread() is not threading.main_thread():
         return
     while deferred_signals:
-        signum = deferred_signals.pop(0)
-        _flush_all(f"signal {signum}")
-        _chain(signum, None)
+        deferred_signals.pop(0)()
+
+
+def call_outside_writers(work) -> None:
+    """Call ``work()`` now, or, if a signal handler interrupted the main thread inside a
+    writer's critical section, as soon as it leaves it: where raising (e.g.
+    ``KeyboardInterrupt``) cannot leave a lock held or a record half-queued."""
+    if main_thread.busy and threading.current_thread() is threading.main_thread():
+        deferred_signals.append(work)
+    else:
+        work()
+
+
+@contextlib.contextmanager
+def signals_owned_by_program():
+    """For a program that owns SIGINT/SIGTERM (it installs its own handlers and flushes its
+    writers itself): inside the block writers install no handlers, and theirs are removed
+    first; they are put back afterwards if writers are still open. Main thread only."""
+    global _program_owns_signals
+    _program_owns_signals = True
+    _restore_signal_handlers()
+    try:
+        yield
+    finally:
+        _program_owns_signals = False
+        with _lock:
+            open_writers = bool(_writers)
+        if open_writers:
+            _install_signal_handlers()
 
 
 def _flush_idle_writers() -> None:
@@ -112,7 +145,7 @@ def _flush_due_writers() -> float:
 
 
 def _install_signal_handlers() -> None:
-    if threading.current_thread() is not threading.main_thread():
+    if _program_owns_signals or threading.current_thread() is not threading.main_thread():
         return
     for signum in _SIGNALS:
         if signum in _previous:
@@ -136,9 +169,10 @@ def _restore_signal_handlers() -> None:
 
 
 def _on_signal(signum, frame) -> None:
-    if main_thread.busy:
-        deferred_signals.append(signum)  # the interrupted writer calls run_deferred()
-        return
+    call_outside_writers(lambda: _flush_and_chain(signum, frame))
+
+
+def _flush_and_chain(signum, frame) -> None:
     _flush_all(f"signal {signum}")
     _chain(signum, frame)
 

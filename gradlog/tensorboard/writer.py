@@ -6,7 +6,10 @@ NaN/Inf (they are counted into ``<tag>/nonfinite``) and have no empty, zero-widt
 buckets; tags outside ``[A-Za-z0-9_./-]`` are cleaned with a warning; bool hparams are booleans;
 ``double_precision`` scalars are written as float32 (TensorBoard's default loader drops doubles);
 bad input raises ``ValueError``/``TypeError`` where PyTorch raises ``AssertionError``; event files
-are flushed at exit and on SIGINT/SIGTERM, and write errors are raised, naming the file.
+are flushed at exit and on SIGINT/SIGTERM, and write errors are raised, naming the file;
+``purge_step`` also hides the earlier sessions' steps in the ``add_scalars`` and ``add_hparams``
+runs this writer creates (PyTorch's purge misses them); ``sync()`` and ``replay`` let a run
+resumed from a checkpoint keep what was logged before the checkpoint at its step.
 """
 
 from __future__ import annotations
@@ -34,10 +37,14 @@ class SummaryWriter:
         log_dir: the run directory; default ``runs/<%b%d_%H-%M-%S>_<hostname><comment>``.
         comment: appended to the default ``log_dir`` (ignored when ``log_dir`` is given).
         purge_step: when resuming a run at step T, hide the earlier session's events at steps
-            ``>= T`` (both TensorBoard loaders).
+            ``>= T`` (both TensorBoard loaders), in this directory and in every ``add_scalars``
+            or ``add_hparams`` run this writer creates below it.
         max_queue: flush once this many events are pending (a crash loses fewer).
         flush_secs: flush pending events at least this often.
         filename_suffix: appended to event file names.
+        replay: what :meth:`sync` returned when the checkpoint the run resumes from (at
+            ``purge_step``) was taken: the events at steps ``>= purge_step`` that were on disk
+            then are written again (byte for byte), so the purge hides only what came after.
 
     Every ``add_*`` method takes ``global_step`` (``Event.step``; 0 when None) and ``walltime``
     (seconds since the epoch; default ``time.time()``). Values may be gradlog or PyTorch
@@ -45,7 +52,11 @@ class SummaryWriter:
     """
 
     def __init__(self, log_dir=None, comment: str = "", purge_step: int | None = None,
-                 max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "") -> None:
+                 max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "",
+                 replay: dict[str, int] | None = None) -> None:
+        if replay and purge_step is None:
+            raise ValueError("replay needs purge_step: the step of the checkpoint it was "
+                             "recorded at")
         if not log_dir:
             stamp = datetime.now().strftime("%b%d_%H-%M-%S")
             log_dir = os.path.join("runs", f"{stamp}_{socket.gethostname()}{comment}")
@@ -61,7 +72,10 @@ class SummaryWriter:
         self.default_bins: list[float] = tensorflow_edges().tolist()
         self._projector = None
         self._nonfinite_tags: set[str] = set()
+        self._sub_run_purge_step = purge_step  # for each add_scalars/add_hparams run created
         self._get_file_writer()
+        if replay:
+            self._replay(replay, int(purge_step))
 
     def _get_file_writer(self) -> FileWriter:
         # After close(), the next add_* starts a new file in the same directory, as in PyTorch.
@@ -71,6 +85,25 @@ class SummaryWriter:
             self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
             self.purge_step = None
         return self.file_writer
+
+    def _sub_run_writer(self, run_dir: str) -> FileWriter:
+        """The open writer of an ``add_scalars`` run (created on first use)."""
+        writer = self.all_writers.get(run_dir)
+        if writer is None:
+            writer = FileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix,
+                                purge_step=self._sub_run_purge_step)
+            self.all_writers[run_dir] = writer
+        return writer
+
+    def _replay(self, positions: dict[str, int], step: int) -> None:
+        from .replay import events_to_replay
+
+        base = self._get_file_writer().get_logdir()
+        for run, payloads in events_to_replay(base, positions, step).items():
+            writer = self._get_file_writer() if not run else \
+                self._sub_run_writer(os.path.join(base, *run.split("/")))
+            for payload in payloads:
+                writer.event_writer.write(payload)
 
     def _emit(self, summary: Summary, global_step, walltime, writer=None) -> None:
         (writer or self._get_file_writer()).add_summary(summary, global_step, walltime)
@@ -109,12 +142,8 @@ class SummaryWriter:
         base = self._get_file_writer().get_logdir()
         for key, value in tag_scalar_dict.items():
             run_dir = os.path.join(base, main.replace("/", "_") + "_" + clean_tag(key))
-            writer = self.all_writers.get(run_dir)
-            if writer is None:
-                writer = FileWriter(run_dir, self.max_queue, self.flush_secs,
-                                    self.filename_suffix)
-                self.all_writers[run_dir] = writer
-            self._emit(_summary.scalar(main, to_float(value)), global_step, walltime, writer)
+            self._emit(_summary.scalar(main, to_float(value)), global_step, walltime,
+                       self._sub_run_writer(run_dir))
 
     def add_tensor(self, tag: str, tensor, global_step=None, walltime=None) -> None:
         """Log a whole tensor with its dtype and shape (no dashboard shows it; read it back
@@ -296,7 +325,8 @@ class SummaryWriter:
         summaries = hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
         run_dir = os.path.join(self._get_file_writer().get_logdir(),
                                run_name or str(time.time()))
-        trial = FileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix)
+        trial = FileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix,
+                           purge_step=self._sub_run_purge_step)
         try:
             for summary in summaries:
                 self._emit(summary, global_step, None, trial)
@@ -324,6 +354,17 @@ class SummaryWriter:
         """Write every pending event to disk."""
         for writer in list((self.all_writers or {}).values()):
             writer.flush()
+
+    def sync(self) -> dict[str, int]:
+        """Flush and fsync every open event file; returns how much of each is on disk,
+        ``{file relative to log_dir, with "/": bytes}``. Take it when a checkpoint is saved
+        and pass it back as ``replay`` when resuming from that checkpoint."""
+        positions = {}
+        for writer in list((self.all_writers or {}).values()):
+            events = writer.event_writer
+            size = events.sync()
+            positions[os.path.relpath(events.path, self.log_dir).replace(os.sep, "/")] = size
+        return positions
 
     def close(self) -> None:
         """Flush and close every file. Idempotent; a later ``add_*`` starts a new file."""

@@ -89,6 +89,16 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.fixture
+def only_builtin_plugins(monkeypatch):
+    """Discovery that sees gradlog's own plugins only, whatever else is installed here (a
+    user may have installed the README tutorial's loss-window)."""
+    from gradlog.plugin import discovery
+    everything = discovery.discover
+    monkeypatch.setattr(discovery, "discover",
+                        lambda: [i for i in everything() if i.distribution == "gradlog"])
+
+
 TINY = "[train]\ntrain_size = 64\nval_size = 32\nimage_size = 16\ntwo_object_size = 8\n"
 
 

@@ -95,3 +95,59 @@ def test_inspect_a_file(runner, tmp_path):
     path = tmp_path / "f.txt"
     path.write_text("x")
     _assert_one_line_error(runner.invoke(main, ["inspect", str(path)]), "not a directory")
+
+
+def _loss_run(log_dir, steps=10):
+    with SummaryWriter(log_dir=str(log_dir)) as w:
+        for step in range(steps):
+            w.add_scalar("loss", float(step), step)
+    (path,) = [p for p in log_dir.iterdir() if "tfevents" in p.name]
+    return path
+
+
+def test_inspect_names_a_damaged_file_and_record(runner, tmp_path):
+    from gradlog.tensorboard.reader import read_records
+    path = _loss_run(tmp_path / "run")
+    records = list(read_records(path))
+    offset = sum(12 + len(p) + 4 for p in records[:6])  # record 6: the scalar of step 5
+    data = bytearray(path.read_bytes())
+    data[offset + 14] ^= 0x20
+    path.write_bytes(bytes(data))
+    result = runner.invoke(main, ["inspect", str(tmp_path / "run")])
+    assert result.exit_code == 0, result.output
+    assert (f"  damaged: {path.name}: record 6 (at byte {offset}) is damaged: the payload's "
+            "CRC does not match; TensorBoard shows nothing of this file after it"
+            ) in result.output.splitlines()
+    # and what TensorBoard shows is reported as it is: steps 0..4
+    assert _line(result.output, "(no prefix)", "loss").split()[:4] == ["loss", "scalar", "5",
+                                                                        "steps"]
+
+
+def test_inspect_notes_a_torn_last_record(runner, tmp_path):
+    path = _loss_run(tmp_path / "run")
+    path.write_bytes(path.read_bytes()[:-5])
+    result = runner.invoke(main, ["inspect", str(tmp_path / "run")])
+    assert result.exit_code == 0
+    assert f"  note: {path.name} ends in an incomplete record" in result.output
+    assert "damaged" not in result.output
+
+
+def test_inspect_of_a_resumed_run_shows_steps_after_purges_and_prints_no_loader_notices(
+        tmp_path):
+    import subprocess
+    import sys
+    log_dir = tmp_path / "run"
+    first = SummaryWriter(log_dir=str(log_dir))
+    for step in range(8):
+        first.add_scalar("loss", float(step), step)
+    first.flush()
+    second = SummaryWriter(log_dir=str(log_dir), purge_step=4)  # resumed at step 4
+    for step in range(4, 10):
+        second.add_scalar("loss", 100.0 + step, step)
+    second.close()
+    first.close()
+    result = subprocess.run([sys.executable, "-m", "gradlog.cli", "inspect", str(log_dir)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert _line(result.stdout, "(no prefix)", "loss").split() == [
+        "loss", "scalar", "10", "steps", "0..9", "last", "109"]

@@ -101,7 +101,8 @@ def test_show_broken_plugin_exits_1_with_its_error(runner, fakes):
 
 
 # -- plugins new ---------------------------------------------------------------------------
-def test_new_writes_a_plugin_package(runner, tmp_path):
+def test_new_writes_a_plugin_package(runner, tmp_path, only_builtin_plugins):
+    from gradlog.scaffold import format_steps, next_steps
     result = runner.invoke(main, ["plugins", "new", "loss-window", "--dir", str(tmp_path)])
     assert result.exit_code == 0, result.output
     root = tmp_path / "gradlog-loss-window"
@@ -111,18 +112,20 @@ def test_new_writes_a_plugin_package(runner, tmp_path):
     project = tomllib.loads((root / "pyproject.toml").read_text())
     assert project["project"]["entry-points"]["gradlog.plugins"] == {
         "loss-window": "gradlog_loss_window.plugin:LossWindow"}
-    assert f"created {root}/" in result.output
-    assert "pip install -e" in result.output and "gradlog train -p loss-window" in result.output
+    assert result.output.startswith(f"created {root}/ with the plugin 'loss-window' (class "
+                                    "LossWindow in gradlog_loss_window.plugin)\n\nnext:\n")
+    steps = [(f"cd {root}", ""), *next_steps("loss-window")[1:]]  # what the README shows
+    assert result.output.endswith(format_steps(steps, "  ") + "\n")
 
 
-def test_new_defaults_to_the_current_directory(runner, tmp_path, monkeypatch):
+def test_new_defaults_to_the_current_directory(runner, tmp_path, monkeypatch, only_builtin_plugins):
     monkeypatch.chdir(tmp_path)
     result = runner.invoke(main, ["plugins", "new", "x2"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "gradlog-x2" / "src" / "gradlog_x2" / "plugin.py").is_file()
 
 
-def test_new_creates_a_missing_dir(runner, tmp_path):
+def test_new_creates_a_missing_dir(runner, tmp_path, only_builtin_plugins):
     result = runner.invoke(main, ["plugins", "new", "abc", "--dir", str(tmp_path / "a" / "b")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "a" / "b" / "gradlog-abc" / "pyproject.toml").is_file()
@@ -138,7 +141,7 @@ def test_new_refuses_an_invalid_name(runner, tmp_path, name):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_new_refuses_an_existing_directory(runner, tmp_path):
+def test_new_refuses_an_existing_directory(runner, tmp_path, only_builtin_plugins):
     (tmp_path / "gradlog-mine").mkdir()
     (tmp_path / "gradlog-mine" / "keep.txt").write_text("mine")
     result = runner.invoke(main, ["plugins", "new", "mine", "--dir", str(tmp_path)])
@@ -153,3 +156,57 @@ def test_new_refuses_the_name_of_an_installed_plugin(runner, tmp_path):
     assert result.exit_code == 2
     assert result.stderr == ("error: a plugin named 'histogram' is already installed (from "
                              "gradlog); choose another name\n")
+
+
+def _second_counter(site: Path) -> None:
+    """Another distribution that declares the plugin name 'counter' too."""
+    info = site / "gradlog_other_counter-2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gradlog-other-counter\n"
+                                   "Version: 2.0\n")
+    (info / "entry_points.txt").write_text(
+        "[gradlog.plugins]\ncounter = gradlog_other_counter:Counter\n")
+
+
+def test_a_name_two_distributions_declare_is_listed_once_as_a_conflict(runner, fakes):
+    _second_counter(fakes)
+    result = runner.invoke(main, ["plugins", "list"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.split()[0] == "counter"]
+    assert len(rows) == 1, rows
+    assert rows[0].split(None, 4) == [
+        "counter", "gradlog-cli-fakes,gradlog-other-counter", "-", "?",
+        "conflict: gradlog-cli-fakes (gradlog_cli_fake_counter:Counter) and "
+        "gradlog-other-counter (gradlog_other_counter:Counter); enabling it fails"]
+    assert _rows(result.output)["histogram"][3:] == ["observer", "enabled by default"]
+
+
+def test_a_conflicting_name_fails_only_when_enabled(runner, fakes, tiny_train):
+    _second_counter(fakes)
+    result = runner.invoke(main, tiny_train("-p", "counter"))
+    assert result.exit_code == 2
+    assert result.stderr == (
+        "error: plugin name 'counter' is declared by more than one distribution: "
+        "gradlog-cli-fakes (gradlog_cli_fake_counter:Counter) and gradlog-other-counter "
+        "(gradlog_other_counter:Counter)\n")
+    ok = runner.invoke(main, tiny_train())  # not enabled: the conflict changes nothing
+    assert ok.exit_code == 0, ok.output
+
+
+def test_a_distribution_found_twice_on_the_path_declares_its_plugins_once(fakes, tmp_path):
+    import shutil
+    import sys
+    twin = tmp_path / "twin"
+    shutil.copytree(fakes, twin)
+    sys.path.insert(0, str(twin))
+    try:
+        assert [i.name for i in discover()].count("counter") == 1
+    finally:
+        sys.path.remove(str(twin))
+
+
+def test_show_marks_an_open_lower_bound(runner):
+    from gradlog.plugin.options import describe_options
+    from gradlog.train import Settings
+    (lr,) = [o for o in describe_options(Settings) if o["name"] == "lr"]
+    assert lr["min"] == 0 and lr["min_open"]

@@ -63,7 +63,7 @@ def test_bad_option_value_in_the_config_file(runner, tiny_train, fakes, tmp_path
 def test_bad_option_value_found_when_the_plugin_attaches(runner, tiny_train, fakes):
     result = runner.invoke(main, tiny_train("-p", "counter:module=nope"))
     assert_user_error(result, "plugin 'counter': the model has no module 'nope'; its modules "
-                              "are: 0, 1, 2")
+                              "are: conv1, bn1, relu1, pool1, conv2")
 
 
 def test_plugin_enabled_twice(runner, tiny_train, fakes):
@@ -124,10 +124,12 @@ def test_config_train_entry_that_is_not_a_table(runner, tmp_path):
 
 
 @pytest.mark.parametrize("args,says", [
-    (["--epochs", "0"], "Invalid value for '--epochs': 0 is not in the range x>=1"),
+    (["--epochs", "0"], "error: bad value 0 for --epochs (int): must be >= 1"),
     (["--epochs", "many"], "'many' is not a valid integer"),
-    (["--batch-size", "0"], "Invalid value for '--batch-size'"),
-    (["--lr", "0"], "Invalid value for '--lr'"),
+    (["--batch-size", "0"], "error: bad value 0 for --batch-size (int): must be >= 1"),
+    (["--lr", "0"], "error: bad value 0.0 for --lr (float): must be > 0"),
+    (["--lr", "-1"], "error: bad value -1.0 for --lr (float): must be > 0"),
+    (["--seed", "-1"], "error: bad value -1 for --seed (int): must be >= 0"),
     (["--frobnicate"], "No such option"),
 ])
 def test_bad_command_line_values(runner, tmp_path, args, says):
@@ -136,12 +138,41 @@ def test_bad_command_line_values(runner, tmp_path, args, says):
     assert not (tmp_path / "run").exists()
 
 
-def test_bad_value_in_the_config_train_table(runner, tmp_path):
+@pytest.mark.parametrize("table, says", [
+    ("epochs = 0", "bad value 0 for epochs in [train] of {path} (int): must be >= 1"),
+    ("lr = 0", "bad value 0 for lr in [train] of {path} (float): must be > 0"),
+    ("lr = -1", "bad value -1 for lr in [train] of {path} (float): must be > 0"),
+    ("lr = 'fast'", "bad value 'fast' for lr in [train] of {path} (float): expected a number"),
+    ("seed = -1", "bad value -1 for seed in [train] of {path} (int): must be >= 0"),
+    ("train_size = -5", "bad value -5 for train_size in [train] of {path} (int): must be >= 1"),
+    ("image_size = 4", "bad value 4 for image_size in [train] of {path} (int): must be >= 8"),
+    ("epochz = 2", "unknown setting epochz in [train] of {path}; did you mean 'epochs'? known "
+                   "settings: epochs, batch_size, lr, seed, train_size, val_size, image_size, "
+                   "two_object_size"),
+])
+def test_the_config_train_table_is_validated_exactly_like_the_flags(runner, tmp_path, table,
+                                                                    says):
     bad = tmp_path / "bad.toml"
-    bad.write_text("[train]\nepochs = 0\n")
+    bad.write_text(f"[train]\n{table}\n")
     result = runner.invoke(main, ["train", "--config", str(bad), "--logdir",
                                   str(tmp_path / "run")])
-    assert_user_error(result, "--epochs must be a positive integer, got 0")
+    assert_user_error(result, "error: " + says.format(path=bad))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("text, says", [
+    ("[trian]\nepochs = 2\n", "unknown table [trian] in {path}; did you mean 'train'? known "
+                               "tables: [train], [plugins.NAME]"),
+    ("[plugin.histogram]\nevery = 2\n", "unknown table [plugin] in {path}; did you mean "
+                                         "'plugins'? known tables: [train], [plugins.NAME]"),
+    ("epochs = 2\n", "unknown key 'epochs' in {path}; known tables: [train], [plugins.NAME]"),
+])
+def test_a_misspelled_table_of_the_config_names_the_known_ones(runner, tmp_path, text, says):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    result = runner.invoke(main, ["train", "--config", str(bad), "--logdir",
+                                  str(tmp_path / "run")])
+    assert_user_error(result, "error: " + says.format(path=bad))
 
 
 def test_a_run_directory_that_already_holds_a_run(runner, trained_run):
@@ -156,3 +187,101 @@ def test_an_enabled_broken_plugin_stops_the_run_before_training(runner, tiny_tra
     assert result.stderr.startswith("error: plugin 'broken-thing' from gradlog-cli-fakes 0.0.1")
     assert "ImportError: this plugin is broken on purpose" in result.stderr
     assert not any((tmp_path / "run").glob("*tfevents*"))
+
+
+def test_did_you_mean_for_a_misspelled_plugin_and_option(runner, tiny_train, fakes):
+    result = runner.invoke(main, tiny_train("-p", "histgram"))
+    assert_user_error(result, "unknown plugin 'histgram'; did you mean 'histogram'? installed "
+                              "plugins: ")
+    result = runner.invoke(main, tiny_train("-p", "counter:evry=2"))
+    assert_user_error(result, "plugin 'counter' has no option 'evry'; did you mean 'every'? "
+                              "its options are: every, mode, module")
+
+
+def _assert_file_error(result, first_line: str) -> list[str]:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == first_line
+    for internal in ("click", "importlib", "gradlog/train", "gradlog/cli"):
+        assert internal not in result.stderr, result.stderr
+    return lines[1:]
+
+
+def test_a_file_that_fails_to_import_shows_its_own_traceback(runner, tiny_train, tmp_path):
+    path = tmp_path / "broken.py"
+    path.write_text("import math\n\n\ndef helper():\n    return undefined_name\n\n\nhelper()\n")
+    below = _assert_file_error(runner.invoke(main, [*tiny_train(), str(path)]),
+                               f"error: {path} failed to import: NameError: name "
+                               "'undefined_name' is not defined")
+    assert below[0] == "Traceback (most recent call last):"
+    assert below[1] == f'  File "{path}", line 8, in <module>'
+    assert f'  File "{path}", line 5, in helper' in below
+    assert below[-1] == "NameError: name 'undefined_name' is not defined"
+
+
+def test_a_file_with_a_syntax_error_shows_the_line_and_caret(runner, tiny_train, tmp_path):
+    path = tmp_path / "syntax.py"
+    path.write_text("def build(config):\n    return {\n")
+    below = _assert_file_error(runner.invoke(main, [*tiny_train(), str(path)]),
+                               f"error: {path} failed to import: SyntaxError: '{{' was never "
+                               "closed (syntax.py, line 2)")
+    assert below[0] == f'  File "{path}", line 2' and below[-1].startswith("SyntaxError")
+
+
+def test_a_build_that_raises_shows_the_files_traceback(runner, tmp_path):
+    path = tmp_path / "raises.py"
+    path.write_text("def build(config):\n    raise ValueError(f\"no data for {config['lr']}\")\n")
+    args = ["train", "--no-default-plugins", "--logdir", str(tmp_path / "run"), str(path)]
+    below = _assert_file_error(runner.invoke(main, args),
+                               f"error: build(config) in {path} failed: ValueError: no data "
+                               "for 0.05")
+    assert below == ["Traceback (most recent call last):",
+                     f'  File "{path}", line 2, in build',
+                     "    raise ValueError(f\"no data for {config['lr']}\")",
+                     "ValueError: no data for 0.05"]
+
+
+CONSTANT_LR = """
+from gradlog.examples.shapes import Options, build as shapes_build
+
+
+def build(config):
+    built = shapes_build(config)
+    del built["scheduler"], built["scheduler_interval"]
+    return built
+"""
+
+
+def _file_run(runner, tmp_path, text):
+    example = tmp_path / "example.py"
+    example.write_text(text)
+    config = tmp_path / "tiny.toml"
+    config.write_text("[train]\ntrain_size = 64\nval_size = 32\n")
+    run_dir = tmp_path / "run"
+    first = runner.invoke(main, ["train", str(example), "--no-default-plugins", "--epochs", "1",
+                                 "--batch-size", "32", "--config", str(config), "--logdir",
+                                 str(run_dir), "-q"])
+    assert first.exit_code == 0, first.output
+    assert f'example = "{example}"' in (run_dir / "run.toml").read_text()
+    return example, run_dir
+
+
+def test_resuming_a_run_whose_file_changed_says_so(runner, tmp_path):
+    example, run_dir = _file_run(runner, tmp_path, CONSTANT_LR)
+    example.write_text(example.read_text() + "\n# an edit\n")
+    again = runner.invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2", "-q"])
+    assert again.exit_code == 0, again.output
+    assert again.stderr == (f"warning: {example} has changed since the run was recorded; "
+                            "resuming with the file as it is now\n")
+
+
+def test_extending_a_run_whose_schedule_has_ended_is_one_clear_line(runner, tmp_path):
+    from pathlib import Path
+    mlp = (Path(__file__).resolve().parents[2] / "examples" / "mlp_adamw.py").read_text()
+    example, run_dir = _file_run(runner, tmp_path, mlp)  # OneCycleLR over 1 epoch (2 steps)
+    again = runner.invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2", "-q"])
+    assert again.exit_code == 1
+    assert again.stderr == (
+        "error: the scheduler (OneCycleLR) cannot go on at step 2: ValueError: Tried to step 3 "
+        "times. The specified number of total steps is 2. The run was extended from 1 to 2 "
+        "epochs, and a resumed scheduler keeps the plan it was built with (as in PyTorch)\n")

@@ -7,6 +7,7 @@ one."""
 from __future__ import annotations
 
 import io
+import re
 import textwrap
 import zipfile
 
@@ -21,8 +22,14 @@ from gradlog.train import TrainOptions, train
 torch = pytest.importorskip("torch")
 
 BUILD = '''
+from dataclasses import dataclass
+
 import torch
 from torch import nn
+
+@dataclass
+class Options:
+    own_generator: bool = False
 
 def build(config):
     g = torch.Generator().manual_seed(5)
@@ -64,21 +71,26 @@ def _losses(run_dir):
     return {e.step: e.value for e in acc.Scalars("train/loss")}, acc
 
 
-def _train(tmp_path, run_dir, *, epochs=2, plugins=(), resume=False, own_generator=False):
+def _train(tmp_path, run_dir, *, epochs=2, plugins=(), resume=False, own_generator=False,
+           quiet=True):
     example = tmp_path / "torch_build.py"
     example.write_text(textwrap.dedent(BUILD))
-    err = io.StringIO()
+    out, err = io.StringIO(), io.StringIO()
     code = train(TrainOptions(example=str(example), logdir=None if resume else str(run_dir),
                               resume=str(run_dir) if resume else None, epochs=epochs,
-                              lr=0.01, plugins=plugins, quiet=True,
+                              lr=0.01, plugins=plugins, quiet=quiet,
                               extra={"own_generator": own_generator}),
-                 out=io.StringIO(), err=err)
+                 out=out, err=err)
     assert code == 0, err.getvalue()
+    return out.getvalue()
 
 
 def test_trains_a_torch_model_with_the_default_plugins_and_checkpoints_as_npz(tmp_path):
     run_dir = tmp_path / "run"
-    _train(tmp_path, run_dir)
+    printed = _train(tmp_path, run_dir, quiet=False)
+    # the model summary: the torch layers with their parameters and output shapes
+    assert re.search(r"^0 +\| 0 +\| Conv2d +\| 40 +\| \[1, 4, 8, 8\]$", printed, re.M)
+    assert re.search(r"^5 +\| 5 +\| Linear +\| 1\.0 K +\| \[1, 4\]$", printed, re.M)
     losses, acc = _losses(run_dir)
     assert sorted(losses) == list(range(12))  # 6 batches per epoch, batch k at step k
     tags = acc.Tags()

@@ -67,7 +67,8 @@ def test_validation_coerces_and_checks():
 
 
 @pytest.mark.parametrize("given, fragment", [
-    ({"evry": 3}, "has no option 'evry'; its options are: every, scale, mode, include, name"),
+    ({"evry": 3}, "has no option 'evry'; did you mean 'every'\\? its options are: every, scale, "
+                  "mode, include, name"),
     ({"every": 0}, "bad value 0 for option 'every'.*must be >= 1"),
     ({"every": 1.5}, "bad value 1.5 for option 'every' \\(int\\).*integer"),
     ({"every": True}, "bad value True"),

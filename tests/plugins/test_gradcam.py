@@ -339,7 +339,7 @@ def test_gradlog_train_exits_2_on_an_unknown_layer(tmp_path):
                               plugins=("gradcam:layer=nope",), config_file=str(config)),
                  out, err)
     assert code == 2
-    assert "no module 'nope'; its modules are: 0, 1, 2" in err.getvalue()
+    assert "no module 'nope'; its modules are: conv1, bn1, relu1" in err.getvalue()
 
 
 def test_a_layer_without_spatial_output_is_a_clear_error(engine):

@@ -26,6 +26,15 @@ two_object_size = 8
 STEPS = 8  # 256 images / batch 64 = 4 steps per epoch, 2 epochs
 SCALAR_TAGS = ("train/loss", "train/acc", "train/lr", "val/loss", "val/acc")
 
+# Every built-in plugin, at cadences that log each kind of tag (scalars, histograms, images,
+# text, add_scalars runs) at several steps of the tiny run, epoch ends included.
+BUILTIN_PLUGINS = (
+    "nan-guard", "grad-clip:max_norm=0.5", "grad-noise:eta=0.001",
+    "adversarial:mode=fgsm,eval_size=16,log_every=1", "histogram:every=3,bins=20",
+    "grad-norm:every=1",
+    "gradcam:every=3,num_images=2", "lr-monitor", "activation-stats:every=3",
+)
+
 PLUGINS = r'''
 import json
 import math
@@ -46,24 +55,20 @@ def _signal(name, **where):
     os.kill(os.getpid(), getattr(signal, "SIG" + name))
 
 
-@dataclass
-class CrashOptions:
-    event: str = "on_batch_end"
-    step: int = -1   # -1: any step
-    epoch: int = -1  # -1: any epoch
-    signal: str = "KILL"
-
-
 class CrashAt(Plugin):
-    """Signals its own process at a chosen event, step and epoch (tests only). The event
+    """Signals its own process at the event, step and epoch that the environment variable
+    GRADLOG_RELIABILITY_CRASH names ("event=on_batch_end,step=3,epoch=-1,signal=KILL"; -1:
+    any), and does nothing without it: a resumed run restores the plugin with the run's
+    configuration, and only the process the test means to stop has the variable. The event
     "validation" is a forward hook on the model that fires during validation."""
 
     name = "crash-at"
-    Options = CrashOptions
 
     def setup(self, run):
         self.run = run
-        if self.options.event == "validation":
+        spec = os.environ.get("GRADLOG_RELIABILITY_CRASH", "")
+        self.where = dict(part.split("=") for part in spec.split(",")) if spec else None
+        if self.where and self.where["event"] == "validation":
             run.hooks.register_forward_hook(run.model, self._forward)
 
     def _forward(self, module, args, output):
@@ -71,9 +76,11 @@ class CrashAt(Plugin):
             self._maybe("validation", self.run)
 
     def _maybe(self, event, run):
-        o = self.options
-        if (event == o.event and o.step in (-1, run.step) and o.epoch in (-1, run.epoch)):
-            _signal(o.signal, event=event, step=run.step, epoch=run.epoch)
+        w = self.where
+        if (w and event == w["event"] and int(w.get("step", -1)) in (-1, run.step)
+                and int(w.get("epoch", -1)) in (-1, run.epoch)):
+            self.where = None  # once
+            _signal(w.get("signal", "KILL"), event=event, step=run.step, epoch=run.epoch)
 
 
 def _event(name):
@@ -90,6 +97,20 @@ for _name in ("on_train_start", "on_epoch_start", "on_after_backward",
 CrashAt.on_batch_start = lambda self, run, batch: self._maybe("on_batch_start", run)
 CrashAt.on_batch_end = lambda self, run, metrics: self._maybe("on_batch_end", run)
 CrashAt.on_validation_end = lambda self, run, metrics: self._maybe("on_validation_end", run)
+
+
+class SubRuns(Plugin):
+    """Logs add_scalars runs (tests only): a pair per step, and the validation loss at each
+    epoch end, so every add_scalars run has a point at a checkpoint's step from before it."""
+
+    name = "sub-runs"
+
+    def on_batch_end(self, run, metrics):
+        loss = metrics["train/loss"]
+        run.writer.add_scalars("pair", {"up": loss, "down": -loss}, run.step)
+
+    def on_validation_end(self, run, metrics):
+        run.writer.add_scalars("val_pair", {"loss": metrics["val/loss"]}, run.step)
 
 
 @dataclass
@@ -214,6 +235,7 @@ def make_plugin_dist(root: pathlib.Path) -> pathlib.Path:
                                    "Version: 0.0.1\n")
     (info / "entry_points.txt").write_text(
         "[gradlog.plugins]\ncrash-at = gradlog_reliability_plugins:CrashAt\n"
+        "sub-runs = gradlog_reliability_plugins:SubRuns\n"
         "faulty = gradlog_reliability_plugins:Faulty\n"
         "faulty-mutator = gradlog_reliability_plugins:FaultyMutator\n")
     return root
@@ -231,11 +253,21 @@ def train_args(config: str, *extra: str) -> list[str]:
     return ["--no-default-plugins", "--epochs", "2", "--config", config, "--quiet", *extra]
 
 
+def all_plugins_args(config: str, *extra: str) -> list[str]:
+    """``train_args`` with every built-in plugin, ``sub-runs`` and ``crash-at`` enabled."""
+    plugins = [a for spec in ("crash-at", "sub-runs", *BUILTIN_PLUGINS) for a in ("-p", spec)]
+    return train_args(config, *plugins, *extra)
+
+
 def run_driver(spec: dict, args: list[str], plugin_path: pathlib.Path | None,
-               timeout: float = 300) -> subprocess.CompletedProcess:
+               timeout: float = 300, crash: str | None = None) -> subprocess.CompletedProcess:
     """``gradlog train ARGS`` under the crash driver (``spec``: see crash_driver.py); the
-    plugins write where they signalled to the same side log."""
+    plugins write where they signalled to the same side log. ``crash``: where the crash-at
+    plugin signals this process (see CrashAt)."""
     env = child_env(plugin_path)
+    env.pop("GRADLOG_RELIABILITY_CRASH", None)
+    if crash:
+        env["GRADLOG_RELIABILITY_CRASH"] = crash
     env["GRADLOG_RELIABILITY_SIDELOG"] = str(spec["sidelog"])
     return subprocess.run([sys.executable, str(DRIVER), json.dumps(spec), *args],
                           capture_output=True, text=True, env=env, timeout=timeout)
@@ -336,6 +368,33 @@ def _server_accumulator(run_dir):
                                                     size_guidance={"tensors": 0})
     acc.Reload()
     return acc
+
+
+TIMING = ("train/steps_per_sec", "/ms_per_step", "_hparams_/")  # values differ from run to run
+
+
+def every_tag(run_dir) -> dict[tuple[str, str], list[tuple[int, object]]]:
+    """``{(run, tag): [(step, value), ...]}`` of every tag of ``run_dir`` and of each run below
+    it (add_scalars runs, the hparams trial), as TensorBoard's server reads them with its Python
+    loader (purges applied, duplicates kept), each value as comparable data (a scalar's float,
+    an image's PNG bytes, a histogram's buckets, a text), None for timings. (``accumulated``
+    checks the classic ``EventAccumulator`` against it for the scalars.)"""
+    from tensorboard.util import tensor_util
+    found = {}
+    for root, dirs, _ in os.walk(run_dir):
+        dirs.sort()
+        if not event_files(root):
+            continue
+        run = os.path.relpath(root, run_dir)
+        server = _server_accumulator(root)
+        for tag in server.Tags()["tensors"]:
+            events = server.Tensors(tag)
+            if any(t in tag for t in TIMING):
+                values = [None] * len(events)
+            else:
+                values = [tensor_util.make_ndarray(e.tensor_proto).tolist() for e in events]
+            found[(run, tag)] = list(zip([e.step for e in events], values))
+    return found
 
 
 def text_steps(run_dir, tag: str) -> list[int]:

@@ -219,13 +219,15 @@ def test_full_logdir_enospc_stops_the_run_naming_the_file_after_a_checkpoint(tmp
     code, err = _train(tmp_path / "run")
     monkeypatch.undo()
     assert code == 1
-    first = err.splitlines()[0]
-    assert re.fullmatch(r"error: cannot write .*events\.out\.tfevents\.[^ ]+: No space left on "
-                        r"device", first), first
-    assert writes[-1] in first  # the event file by its path
-    # "after trying to save a checkpoint": it was saved, at the step the run had reached
+    assert err.count("\n") == 1, err  # one line: no second report, no exit-time traceback
+    match = re.fullmatch(r"error: cannot write .*events\.out\.tfevents\.[^ ]+: No space left "
+                         r"on device; the last checkpoint \(step (\d+)\) is kept\n", err)
+    assert match, err
+    assert writes[-1] in err  # the event file by its path
+    # no checkpoint was saved after the error (it would claim events that are not on disk):
+    # the newest is the one named, and it loads
     names = sorted(n for n in os.listdir(tmp_path / "run") if n.startswith("checkpoint-"))
-    assert names, os.listdir(tmp_path / "run")
+    assert names[-1] == f"checkpoint-{int(match.group(1)):08d}.npz"
     gl.load(tmp_path / "run" / names[-1])
     assert accumulated(tmp_path / "run")["train/loss"]  # what was written reads back
 
@@ -272,7 +274,8 @@ def test_resume_from_a_corrupted_checkpoint_is_a_user_error(tmp_path):
     (run / "checkpoint-00000004.npz").write_bytes(b"PK\x03\x04 not really")
     code, err = _train(run, resume=str(run))
     assert code == 2 and err.count("\n") == 1
-    assert f"cannot resume from {run / 'checkpoint-00000004.npz'}" in err
+    assert err.startswith(f"error: cannot resume {run}: no checkpoint is intact "
+                          f"({run / 'checkpoint-00000004.npz'}: ")
 
 
 def test_checkpoint_with_a_pickled_object_array_is_refused(tmp_path):

@@ -45,3 +45,12 @@ def test_only_the_newest_two_checkpoints_are_kept(tmp_path):
     for step in (4, 8, 12):
         runs.save_checkpoint(str(tmp_path), {"step": step})
     assert [s for s, _ in runs.checkpoints(str(tmp_path))] == [8, 12]
+
+
+def test_a_checkpoint_removes_the_later_ones_of_an_abandoned_timeline(tmp_path):
+    """Resumed from step 4 because checkpoint 8 was damaged, the run saves at step 6 (a
+    SIGINT): checkpoint 8 belongs to the timeline the resume left, and goes."""
+    for step in (4, 8):
+        runs.save_checkpoint(str(tmp_path), {"step": step})
+    runs.save_checkpoint(str(tmp_path), {"step": 6})
+    assert [s for s, _ in runs.checkpoints(str(tmp_path))] == [4, 6]

@@ -1,8 +1,12 @@
-"""Crash safety of ``gradlog train``: a run killed with SIGKILL at a chosen point (an event, a
-step, during validation, around and inside a checkpoint write, inside an event-file flush)
-leaves event files TensorBoard reads, every point flushed before the kill, a loadable newest
-checkpoint, and ``--resume`` continues to exactly the uninterrupted run: each step once, the
-same values. SIGINT/SIGTERM save a checkpoint and flush, then exit 130/143.
+"""Crash safety of ``gradlog train`` with every built-in plugin enabled: a run killed with
+SIGKILL at a chosen point (an event, a step, during validation, around and inside a checkpoint
+write, inside an event-file flush) leaves event files TensorBoard reads, every point flushed
+before the kill, a loadable newest checkpoint, and ``--resume DIR`` (nothing else: the run's
+configuration is restored) continues to exactly the uninterrupted run: every tag (scalars,
+histograms, images, text, each add_scalars run, the hparams trial) has each step once, with the
+same values, in TensorBoard's Python loader (and the classic one agrees). SIGINT/SIGTERM save a
+checkpoint and flush, then exit 130/143. The same holds when a finished run is extended with a
+larger ``--epochs``, and resuming a finished run writes nothing.
 
 Each kill point runs two child processes (the killed run and the resumed one); the selected
 points run two at a time in a pool, started when the first test asks for its result.
@@ -17,16 +21,16 @@ from dataclasses import dataclass, field
 
 import pytest
 from reliability_helpers import (
-    SCALAR_TAGS,
     STEPS,
     accumulated,
+    all_plugins_args,
     event_files,
+    every_tag,
     loader_entries,
     read_side_log,
     run_driver,
     strict_records,
     text_steps,
-    train_args,
 )
 
 import gradlog as gl
@@ -39,7 +43,7 @@ pytestmark = pytest.mark.slow
 class Point:
     """Where the run is stopped and what is known about the result."""
 
-    plugin: str | None = None          # -p crash-at:... options
+    plugin: str | None = None          # where crash-at signals (GRADLOG_RELIABILITY_CRASH)
     flush: dict | None = None          # the driver's flush_kill
     ckpt: dict | None = None           # the driver's ckpt_kill
     newest: int | None = None          # newest checkpoint step on disk after the kill
@@ -50,7 +54,7 @@ class Point:
 
 def at(event: str, step: int = -1, epoch: int = -1, newest: int | None = None,
        signal: str = "KILL", code: int = -9) -> Point:
-    return Point(plugin=f"crash-at:event={event},step={step},epoch={epoch},signal={signal}",
+    return Point(plugin=f"event={event},step={step},epoch={epoch},signal={signal}",
                  newest=newest, signal=signal, code=code)
 
 
@@ -123,21 +127,28 @@ def _scenario(name: str, point: Point, root: str, config: str, plugins) -> Outco
     run_dir, log = os.path.join(base, "run"), os.path.join(base, "side.jsonl")
     spec = {"sidelog": log, "run_dir": run_dir, "flush_kill": point.flush,
             "ckpt_kill": point.ckpt}
-    extra = ["-p", point.plugin] if point.plugin else []
-    crashed = run_driver(spec, train_args(config, "--logdir", run_dir, *extra), plugins)
+    crashed = run_driver(spec, all_plugins_args(config, "--logdir", run_dir), plugins,
+                         crash=point.plugin)
     snapshot = os.path.join(base, "snapshot")
     shutil.copytree(run_dir, snapshot)
     resumed = run_driver({"sidelog": os.path.join(base, "resume.jsonl"), "run_dir": run_dir},
-                         train_args(config, "--resume", run_dir), plugins)
+                         ["--resume", run_dir, "--quiet"], plugins)
     return Outcome(crashed, snapshot, read_side_log(log), resumed, run_dir)
 
 
-def _reference(root: str, config: str) -> dict:
+@dataclass
+class Reference:
+    run_dir: str
+    scalars: dict        # accumulated(): {tag: [(step, value)]}
+    tags: dict           # every_tag()
+
+
+def _reference(root: str, config: str, plugins) -> Reference:
     run_dir = os.path.join(root, "reference")
     result = run_driver({"sidelog": os.path.join(root, "reference.jsonl"), "run_dir": run_dir},
-                        train_args(config, "--logdir", run_dir), None)
+                        all_plugins_args(config, "--logdir", run_dir), plugins)
     assert result.returncode == 0, result.stderr
-    return accumulated(run_dir)
+    return Reference(run_dir, accumulated(run_dir), every_tag(run_dir))
 
 
 @pytest.fixture(scope="session")
@@ -147,9 +158,9 @@ def outcomes(request, tmp_path_factory, tiny_toml, reliability_plugins):
     root = str(tmp_path_factory.mktemp("crash"))
     wanted = [item.callspec.params["name"] for item in request.session.items
               if item.module.__name__ == __name__ and hasattr(item, "callspec")
-              and "name" in item.callspec.params]
+              and item.callspec.params.get("name") in POINTS]
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
-    futures = {"reference": pool.submit(_reference, root, tiny_toml)}
+    futures = {"reference": pool.submit(_reference, root, tiny_toml, reliability_plugins)}
     for name in dict.fromkeys(wanted):
         futures[name] = pool.submit(_scenario, name, POINTS[name], root, tiny_toml,
                                     reliability_plugins)
@@ -157,23 +168,34 @@ def outcomes(request, tmp_path_factory, tiny_toml, reliability_plugins):
     pool.shutdown(wait=True, cancel_futures=True)
 
 
-def test_reference_run_logs_every_step_once(outcomes):
+def test_reference_run_logs_every_kind_of_tag_of_every_plugin(outcomes):
     reference = outcomes["reference"].result()
-    assert [s for s, _ in reference["train/loss"]] == list(range(STEPS))
-    assert [s for s, _ in reference["val/loss"]] == [4, 8]
+    assert [s for s, _ in reference.scalars["train/loss"]] == list(range(STEPS))
+    assert [s for s, _ in reference.scalars["val/loss"]] == [4, 8]
+    tags = {tag for _, tag in reference.tags}
+    for prefix in ("plugins/nan-guard/", "grad-clip/", "grad-noise/", "adversarial/", "grad-norm/",
+                   "gradcam/", "lr-monitor/", "activation-stats/", "histogram/grad_raw/",
+                   "histogram/weight/", "histogram/activation/", "histogram/update_ratio/"):
+        assert any(t.startswith(prefix) for t in tags), prefix
+    runs_below = {run for run, _ in reference.tags}
+    assert {".", "hparams", "pair_up", "pair_down", "val_pair_loss"} <= runs_below
+    for tag in ("config/text_summary", "model/text_summary"):
+        assert reference.tags[(".", tag)][0][0] == 0
+    images = [t for r, t in reference.tags if r == "." and t.startswith("gradcam/conv")]
+    assert images and [s for s, _ in reference.tags[(".", images[0])]] == [0, 3, 4, 6, 8]
 
 
 # -- checks shared by every point ---------------------------------------------------------------
 
 def _check_files_read_cleanly(run_dir: str, may_tear: bool) -> None:
     """Every record's CRCs hold, a torn record is only ever the last of a file, both
-    TensorBoard loaders read the directory without error."""
-    files = event_files(run_dir)
-    assert files, f"no event file in {run_dir}"
-    for path in files:
-        _, torn = strict_records(path)
-        assert torn == 0 or may_tear, f"{path} ends in a torn record ({torn} bytes)"
-        loader_entries(path)  # EventFileLoader: must not raise
+    TensorBoard loaders read the directory and each run below it without error."""
+    assert event_files(run_dir), f"no event file in {run_dir}"
+    for root, _, _ in os.walk(run_dir):
+        for path in event_files(root):
+            _, torn = strict_records(path)
+            assert torn == 0 or may_tear, f"{path} ends in a torn record ({torn} bytes)"
+            loader_entries(path)  # EventFileLoader: must not raise
     accumulated(run_dir)      # EventAccumulator: must not raise
 
 
@@ -215,38 +237,40 @@ def _check_checkpoints(outcome: Outcome, point: Point) -> int | None:
     return expected
 
 
-def _check_values_match_reference(run_dir: str, reference: dict, *, complete: bool,
-                                  before: int | None = None) -> None:
-    """Every scalar in the run equals the reference's at its step, each step once; with
-    ``complete``, every step is there; with ``before``, at least every step < ``before``."""
-    found = accumulated(run_dir)
-    for tag in SCALAR_TAGS:
-        points = found.get(tag, [])
+def _check_against_reference(run_dir: str, reference: Reference, *, complete: bool,
+                             before: int | None = None) -> None:
+    """Every tag of every run in ``run_dir`` has each step once, with the reference's values
+    (timings: the same steps); with ``complete``, exactly the reference's tags and points;
+    with ``before``, at least every point at a step < ``before``."""
+    found = every_tag(run_dir)
+    for key, points in found.items():
         steps = [s for s, _ in points]
-        assert len(steps) == len(set(steps)), f"{tag}: duplicated steps {steps}"
-        assert set(points) <= set(reference[tag]), f"{tag}: {points} vs {reference[tag]}"
+        assert len(steps) == len(set(steps)), f"{key}: duplicated steps {steps}"
+        assert key in reference.tags, f"{key} is not in the reference"
+        expected = reference.tags[key]
+        stray = [p for p in points if p not in expected]
+        assert not stray, f"{key}: steps {[s for s, _ in stray]} differ from the reference"
         if complete:
-            assert points == reference[tag], f"{tag}: {points} vs {reference[tag]}"
+            assert points == expected, f"{key}: {steps} vs {[s for s, _ in expected]}"
         elif before is not None:
-            want = [(s, v) for s, v in reference[tag] if s < before]
-            assert set(want) <= set(points), f"{tag}: lost {sorted(set(want) - set(points))}"
+            lost = [s for s, v in expected if s < before and (s, v) not in points]
+            assert not lost, f"{key}: lost steps {lost}"
+    if complete:
+        assert set(found) == set(reference.tags), sorted(set(found) ^ set(reference.tags))
 
 
-def _check_resume(outcome: Outcome, reference: dict) -> None:
+def _check_resume(outcome: Outcome, reference: Reference) -> None:
     assert outcome.resumed.returncode == 0, outcome.resumed.stderr
     _check_files_read_cleanly(outcome.run_dir, may_tear=True)
-    _check_values_match_reference(outcome.run_dir, reference, complete=True)
+    _check_against_reference(outcome.run_dir, reference, complete=True)
     assert text_steps(outcome.run_dir, "config") == [0]
-    trials = [d for d in os.scandir(outcome.run_dir) if d.is_dir() and event_files(d.path)]
-    assert len(trials) == 1, f"hparams trials: {[d.name for d in trials]}"
-    assert [s for s, _ in accumulated(trials[0].path)["hparam/val_loss"]] == [0]
     leftovers = [n for n in os.listdir(outcome.run_dir) if n.startswith(".checkpoint-")]
     assert not leftovers, f"temporary checkpoint files left behind: {leftovers}"
 
 
 def _stopped_as_planned(outcomes: dict, points: dict, name: str) -> tuple:
     """The point, the outcome of the run stopped there (checked to have exited with the
-    point's code) and the uninterrupted reference run's values."""
+    point's code) and the uninterrupted reference run."""
     point = points[name]
     outcome = outcomes[name].result()
     assert outcome.crashed.returncode == point.code, outcome.crashed.stderr
@@ -264,7 +288,7 @@ def test_sigkill_loses_nothing_flushed_and_resume_repeats_no_step(outcomes, name
     _check_flushed_points_survived(outcome)
     newest = _check_checkpoints(outcome, point)
     # a checkpoint implies the events before it are on disk (the resume purges the rest)
-    _check_values_match_reference(outcome.snapshot, reference, complete=False, before=newest)
+    _check_against_reference(outcome.snapshot, reference, complete=False, before=newest)
     _check_resume(outcome, reference)
 
 
@@ -278,5 +302,107 @@ def test_sigint_and_sigterm_checkpoint_flush_and_exit(outcomes, name):
     # everything logged is on disk: exactly the reference up to the checkpoint's step
     found = accumulated(outcome.snapshot)
     for tag in ("train/loss", "train/acc", "train/lr"):
-        assert found[tag] == [(s, v) for s, v in reference[tag] if s < newest], tag
+        assert found[tag] == [(s, v) for s, v in reference.scalars[tag] if s < newest], tag
+    _check_against_reference(outcome.snapshot, reference, complete=False, before=newest)
     _check_resume(outcome, reference)
+
+
+# -- a finished run, and one extended by a larger --epochs -------------------------------------
+
+def _snapshot(run_dir: str) -> dict[str, bytes]:
+    out = {}
+    for root, _, files in os.walk(run_dir):
+        for name in files:
+            with open(os.path.join(root, name), "rb") as f:
+                out[os.path.relpath(os.path.join(root, name), run_dir)] = f.read()
+    return out
+
+
+def test_resuming_a_finished_run_writes_nothing(outcomes, tmp_path, reliability_plugins):
+    reference = outcomes["reference"].result()
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(reference.run_dir, run_dir)
+    before = _snapshot(run_dir)
+    result = run_driver({"sidelog": str(tmp_path / "side.jsonl"), "run_dir": run_dir},
+                        ["--resume", run_dir], reliability_plugins)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (f"{run_dir}: already finished at epoch 2; nothing to do (give "
+                             "--epochs N with N > 2 to train it further)\n")
+    assert _snapshot(run_dir) == before
+
+
+EXTENDED = ["--epochs", "3"]
+# The finished reference run, extended to 3 epochs (steps 8..11, checkpoint 12), stopped in
+# the extension; then resumed with the arguments given (the SIGTERM checkpoint records 3).
+EXTEND_POINTS = {
+    "extend_sigkill_mid_epoch_3": (at("on_batch_end", step=9, newest=8), EXTENDED),
+    "extend_sigkill_during_validation_3": (at("validation", epoch=2, newest=8), EXTENDED),
+    "extend_sigterm_mid_epoch_3": (at("on_batch_start", step=10, signal="TERM", code=143,
+                                      newest=11), []),
+    "extend_sigkill_after_the_last_checkpoint": (ckpt("after_save", 1, newest=12), []),
+}
+
+
+def _extension(root: str, name: str, reference, plugins, point=None, resume=()) -> Outcome:
+    base = os.path.join(root, name)
+    run_dir = os.path.join(base, "run")
+    shutil.copytree(reference.result().run_dir, run_dir)
+    spec = {"sidelog": os.path.join(base, "side.jsonl"), "run_dir": run_dir,
+            "ckpt_kill": point.ckpt if point else None}
+    extended = run_driver(spec, ["--resume", run_dir, *EXTENDED, "--quiet"], plugins,
+                          crash=point.plugin if point else None)
+    snapshot = os.path.join(base, "snapshot")
+    shutil.copytree(run_dir, snapshot)
+    resumed = None
+    if point is not None:
+        resumed = run_driver({"sidelog": os.path.join(base, "resume.jsonl"),
+                              "run_dir": run_dir}, ["--resume", run_dir, *resume, "--quiet"],
+                             plugins)
+    return Outcome(extended, snapshot, read_side_log(spec["sidelog"]), resumed, run_dir)
+
+
+@pytest.fixture(scope="session")
+def extensions(outcomes, tmp_path_factory, reliability_plugins):
+    """The uninterrupted extension (the reference of the others) and each stopped one."""
+    root = str(tmp_path_factory.mktemp("extend"))
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    futures = {"reference": pool.submit(_extension, root, "reference", outcomes["reference"],
+                                        reliability_plugins)}
+    for name, (point, resume) in EXTEND_POINTS.items():
+        futures[name] = pool.submit(_extension, root, name, outcomes["reference"],
+                                    reliability_plugins, point, resume)
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _extended_reference(extensions) -> Reference:
+    outcome = extensions["reference"].result()
+    assert outcome.crashed.returncode == 0, outcome.crashed.stderr
+    return Reference(outcome.run_dir, accumulated(outcome.run_dir), every_tag(outcome.run_dir))
+
+
+def test_extending_a_finished_run_keeps_its_epochs_and_adds_one(outcomes, extensions):
+    first, extended = outcomes["reference"].result(), _extended_reference(extensions)
+    assert [s for s, _ in extended.scalars["train/loss"]] == list(range(12))
+    assert [s for s, _ in extended.scalars["val/loss"]] == [4, 8, 12]
+    for key, points in first.tags.items():
+        if key[0] == "hparams":  # the one trial is logged again, with the final metrics
+            assert [s for s, _ in extended.tags[key]] == [s for s, _ in points]
+            continue
+        assert [p for p in extended.tags[key] if p[0] < 8] == \
+            [p for p in points if p[0] < 8], key
+        assert all(p in extended.tags[key] for p in points), key  # the epoch end at 8 too
+
+
+@pytest.mark.parametrize("name", EXTEND_POINTS)
+def test_an_extension_stopped_anywhere_resumes_to_the_uninterrupted_extension(extensions,
+                                                                               name):
+    point, _ = EXTEND_POINTS[name]
+    outcome = extensions[name].result()
+    assert outcome.crashed.returncode == point.code, outcome.crashed.stderr
+    newest = runs.newest_checkpoint(outcome.snapshot)
+    assert os.path.basename(newest) == f"checkpoint-{point.newest:08d}.npz"
+    reference = _extended_reference(extensions)
+    _check_resume(outcome, reference)
+    if name == "extend_sigkill_after_the_last_checkpoint":
+        assert "already finished at epoch 3" in outcome.resumed.stdout

@@ -83,7 +83,10 @@ def _train(tmp_path, *plugins, strict: bool = False) -> Ran:
                                   default_plugins=False, strict_plugins=strict,
                                   extra={"train_size": 256, "val_size": 64,
                                          "two_object_size": 8}), out, err)
-    messages = [str(w.message) for w in caught if "plugin 'faulty" in str(w.message)]
+    # under gradlog train a plugin failure is a gradlog message, never a raw Python warning
+    assert not [w for w in caught if "plugin 'faulty" in str(w.message)], caught
+    messages = [line.removeprefix("warning: ") for line in err.getvalue().splitlines()
+                if line.startswith("warning: plugin 'faulty") and " failed in " in line]
     return Ran(code, err.getvalue(), messages, run_dir, getattr(plugins[0], "run", None))
 
 
@@ -132,6 +135,13 @@ def _observer_failures_isolated(ran: Ran, plugin, where: str, reference) -> None
     assert f"plugin 'faulty' (observer) failed in {where} at step " in ran.messages[0]
     disabled = where == "setup" or FIRES[where] >= 3
     assert ("disabled after" in ran.messages[-1]) == disabled, ran.messages[-1]
+    last = ran.err.splitlines()[-1]  # the end of the run lists the plugins it disabled
+    if disabled:
+        times = "1 failure" if where == "setup" else "3 failures in a row"
+        assert last.startswith(f"warning: plugin 'faulty' was disabled during the run: {times} "
+                               f"in {where}, the last at step "), last
+    else:
+        assert "was disabled" not in ran.err
     found = _readable(ran.run_dir)
     for tag in TAGS:  # failing observers do not change training
         assert found[tag] == reference[0][tag], tag

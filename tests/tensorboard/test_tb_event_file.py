@@ -27,11 +27,13 @@ def records_on_disk(writer):
 
 
 def test_name_has_time_host_pid_counter_and_suffix(log_dir):
+    before = int(time.time())
     writer = EventFileWriter(log_dir, filename_suffix=".v2")
+    after = time.time()
     pattern = (rf"events\.out\.tfevents\.(\d{{10}})\.{re.escape(socket.gethostname())}"
                rf"\.{os.getpid()}\.\d{{6}}\.v2")
     match = re.fullmatch(pattern, os.path.basename(writer.path))
-    assert match and abs(int(match.group(1)) - time.time()) < 5
+    assert match and before <= int(match.group(1)) <= after  # however long creating took
     writer.close()
 
 
@@ -100,7 +102,7 @@ def test_idle_events_are_flushed_after_flush_secs(log_dir):
     on_disk = records_on_disk(writer)
     writer.add_event(scalar_event(0))
     assert records_on_disk(writer) == on_disk
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a bound for a hang, not a speed
     while records_on_disk(writer) == on_disk and time.monotonic() < deadline:
         time.sleep(0.05)
     assert records_on_disk(writer) == on_disk + 1
@@ -187,7 +189,7 @@ def test_an_error_in_the_idle_flusher_is_raised_by_the_next_call(log_dir, monkey
     writer = EventFileWriter(log_dir, max_queue=1000, flush_secs=0.1)
     real_write = _fail_writes_to(writer, monkeypatch)
     writer.add_event(scalar_event(0))
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a bound for a hang, not a speed
     while writer._error is None and time.monotonic() < deadline:
         time.sleep(0.05)
     with pytest.raises(OSError) as raised:

@@ -33,12 +33,12 @@ def test_the_example_model_shows_its_layers_by_name_with_shapes():
         if name:
             scope = f"Sequential/{type(module).__name__}[{name}]/"
             assert any(n.startswith(scope) for n in nodes), scope
-    assert nodes["Sequential/Conv2d[0]/Convolution"].op == "ConvolutionBackward0"
-    assert nodes["Sequential/Conv2d[0]/Convolution"].input == [
-        "input/input.1", "Sequential/Conv2d[0]/weight", "Sequential/Conv2d[0]/bias"]
-    assert nodes["Sequential/Linear[13]/weight"].op == "Parameter"
-    assert shapes(nodes["Sequential/Linear[13]/weight"]) == [[4, 32]]
-    assert nodes["output/output.1"].input == ["Sequential/Linear[13]/Addmm"]
+    assert nodes["Sequential/Conv2d[conv1]/Convolution"].op == "ConvolutionBackward0"
+    assert nodes["Sequential/Conv2d[conv1]/Convolution"].input == [
+        "input/input.1", "Sequential/Conv2d[conv1]/weight", "Sequential/Conv2d[conv1]/bias"]
+    assert nodes["Sequential/Linear[fc]/weight"].op == "Parameter"
+    assert shapes(nodes["Sequential/Linear[fc]/weight"]) == [[4, 32]]
+    assert nodes["output/output.1"].input == ["Sequential/Linear[fc]/Addmm"]
     expected = x
     for name, module in model.named_children():  # each layer's output shape on its edge
         expected = module(expected)
@@ -98,7 +98,7 @@ def test_writer_logs_the_graph_and_its_run_metadata(log_dir):
     accumulator = event_accumulator.EventAccumulator(log_dir)
     accumulator.Reload()
     assert accumulator.Tags()["graph"] and accumulator.Tags()["run_metadata"] == ["step1"]
-    assert "Sequential/Conv2d[8]/Convolution" in by_name(accumulator.Graph())
+    assert "Sequential/Conv2d[conv3]/Convolution" in by_name(accumulator.Graph())
 
 
 def test_a_gradlog_graph_does_not_import_torch(tmp_path):

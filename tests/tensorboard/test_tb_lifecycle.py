@@ -111,7 +111,7 @@ def test_a_signal_inside_a_critical_section_is_handled_when_it_ends(log_dir):
         writer.add_scalar("loss", 1.0, 0)
         lifecycle.main_thread.busy += 1  # as if the signal interrupted a write()
         lifecycle._on_signal(signal.SIGTERM, None)
-        assert calls == [] and lifecycle.deferred_signals == [signal.SIGTERM]
+        assert calls == [] and len(lifecycle.deferred_signals) == 1  # the flush, deferred
         lifecycle.main_thread.busy -= 1
         writer.add_scalar("loss", 2.0, 1)  # leaving the critical section runs the signal
         assert calls == [signal.SIGTERM] and lifecycle.deferred_signals == []
@@ -158,8 +158,9 @@ def test_sigkill_loses_only_unflushed_events_and_corrupts_nothing(log_dir):
 
 
 def test_signals_at_random_points_never_deadlock_duplicate_or_tear(log_dir):
-    # A thread sends SIGTERM every few hundred microseconds while the main thread logs; the
-    # program's own handler counts them. Every event must be in the file exactly once.
+    # A thread sends SIGTERM every few hundred microseconds while the main thread logs, until
+    # the program's own handler has counted 200 of them (however slow the machine: the loop
+    # logs until then). Every event must be in the file exactly once.
     result = run_python("""
         import os, signal, sys, threading, time
         received = []
@@ -169,21 +170,24 @@ def test_signals_at_random_points_never_deadlock_duplicate_or_tear(log_dir):
         done = threading.Event()
 
         def pester():
-            while not done.is_set():
+            while len(received) < 200:
                 os.kill(os.getpid(), signal.SIGTERM)
                 time.sleep(0.0003)
+            done.set()
 
         threading.Thread(target=pester, daemon=True).start()
-        for step in range(30000):
+        step = 0
+        while step < 30000 or not done.is_set():
             writer.add_scalar("loss", float(step), step)
             if step % 1000 == 0:
                 writer.flush()
-        done.set()
+            step += 1
         writer.close()
-        print(len(received))
-    """, log_dir, timeout=120)
-    assert int(result.stdout) > 10
+        print(len(received), step)
+    """, log_dir, timeout=300)
+    received, logged = map(int, result.stdout.split())
+    assert received >= 200 and logged >= 30000
     (path,) = event_files(log_dir)
     payloads, torn = strict_records(path)
     steps = [e.step for e in map(Event.FromString, payloads) if e.summary.value]
-    assert torn == 0 and steps == list(range(30000))
+    assert torn == 0 and steps == list(range(logged))

@@ -1,8 +1,14 @@
 """``gradlog train`` end to end on tiny configurations: what it logs, exit codes, refusing a
-used run directory, checkpoints, and resuming with exactly the losses of an uninterrupted
-run (after a clean stop and after SIGINT/SIGTERM/SIGKILL)."""
+used run directory, checkpoints, and ``--resume DIR``: it restores the run's whole recorded
+configuration (nothing needs repeating), accepts flags given again with the same value,
+refuses others naming key, recorded and given value, extends a run with a larger ``--epochs``,
+says a finished run is finished and writes nothing, starts over a run that died before its
+first checkpoint, passes over a damaged newest checkpoint, and always ends with exactly the
+losses of an uninterrupted run (after a clean stop and after SIGINT/SIGTERM/SIGKILL)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -10,9 +16,22 @@ from train_helpers import TINY, gradlog_train, scalars
 
 pytestmark = pytest.mark.slow
 
+BASE = ["--no-default-plugins", "--epochs", "2", "--quiet"]
+
 
 def _losses(run_dir) -> dict[int, float]:
     return dict(scalars(str(run_dir), "train/loss"))
+
+
+def _snapshot(run_dir) -> dict[str, bytes]:
+    """Every file below ``run_dir`` and its bytes."""
+    out = {}
+    for root, _, files in os.walk(run_dir):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, run_dir)] = f.read()
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +41,7 @@ def uninterrupted(tmp_path_factory):
     config = root / "tiny.toml"
     config.write_text(TINY)
     run_dir = root / "run"
-    result = gradlog_train(["--no-default-plugins", "--epochs", "2", "--logdir", str(run_dir),
-                            "--config", str(config), "--quiet"])
+    result = gradlog_train([*BASE, "--logdir", str(run_dir), "--config", str(config)])
     assert result.returncode == 0, result.stderr
     return run_dir, result
 
@@ -40,6 +58,7 @@ def test_train_logs_metrics_config_and_checkpoints(uninterrupted):
     assert [s for s, _ in scalars(str(run_dir), "train/lr")] == list(range(8))
     names = sorted(p.name for p in run_dir.iterdir())
     assert "checkpoint-00000008.npz" in names and "checkpoint-00000004.npz" in names
+    assert "run.toml" in names
 
 
 def test_refuses_a_directory_that_holds_a_run(tmp_path, tiny_config):
@@ -56,12 +75,13 @@ def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_conf
                                                             test_plugins, uninterrupted):
     """Killed right after the epoch-end checkpoint, before the next batch starts."""
     full, part = uninterrupted[0], tmp_path / "part"
-    base = ["--no-default-plugins", "--config", tiny_config, "--quiet", "--epochs", "2"]
-    killed = gradlog_train([*base, "--logdir", str(part), "-p",
-                            "killer:at_step=4,signal=KILL,event=on_batch_start"], test_plugins)
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            "killer:at_step=4,signal=KILL,event=on_batch_start"], test_plugins,
+                           killed_marker=tmp_path / "killed")
     assert killed.returncode == -9
     assert (part / "checkpoint-00000004.npz").exists()
-    resumed = gradlog_train([*base, "--resume", str(part)])
+    resumed = gradlog_train([*BASE, "--config", tiny_config, "--resume", str(part)],
+                            test_plugins)
     assert resumed.returncode == 0, resumed.stderr
     assert _losses(part) == _losses(full)
 
@@ -70,12 +90,30 @@ def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_conf
 def test_signal_saves_a_checkpoint_and_resume_matches(tmp_path, tiny_config, test_plugins,
                                                       sig, code, uninterrupted):
     full, part = uninterrupted[0], tmp_path / "part"
-    base = ["--no-default-plugins", "--config", tiny_config, "--quiet", "--epochs", "2"]
-    killed = gradlog_train([*base, "--logdir", str(part), "-p",
-                            f"killer:at_step=5,signal={sig}"], test_plugins)
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            f"killer:at_step=5,signal={sig}"], test_plugins,
+                           killed_marker=tmp_path / "killed")
     assert killed.returncode == code, killed.stderr
     assert "checkpoint saved" in killed.stderr
-    resumed = gradlog_train([*base, "--resume", str(part)])
+    command = f"gradlog train --resume {part}"
+    assert command in killed.stderr
+    resumed = gradlog_train(command.split()[2:], test_plugins)  # exactly what it printed
+    assert resumed.returncode == 0, resumed.stderr
+    assert _losses(part) == _losses(full)
+
+
+def test_a_second_signal_stops_at_once_and_keeps_the_last_checkpoint(tmp_path, tiny_config,
+                                                                      test_plugins,
+                                                                      uninterrupted):
+    full, part = uninterrupted[0], tmp_path / "part"
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            "killer:at_step=5,signal=INT,times=2"], test_plugins,
+                           killed_marker=tmp_path / "killed")
+    assert killed.returncode == 130, killed.stderr
+    assert killed.stderr == (f"\nSIGINT: the last checkpoint (step 4) is kept in {part}; "
+                             f"continue with gradlog train --resume {part}\n")
+    assert sorted(p.name for p in part.glob("checkpoint-*")) == ["checkpoint-00000004.npz"]
+    resumed = gradlog_train(["--resume", str(part), "-q"], test_plugins)
     assert resumed.returncode == 0, resumed.stderr
     assert _losses(part) == _losses(full)
 
@@ -83,13 +121,177 @@ def test_signal_saves_a_checkpoint_and_resume_matches(tmp_path, tiny_config, tes
 def test_sigkill_loses_nothing_before_the_checkpoint(tmp_path, tiny_config, test_plugins,
                                                      uninterrupted):
     full, part = uninterrupted[0], tmp_path / "part"
-    base = ["--no-default-plugins", "--config", tiny_config, "--quiet", "--epochs", "2"]
-    killed = gradlog_train([*base, "--logdir", str(part), "-p", "killer:at_step=6,signal=KILL"],
-                           test_plugins)
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            "killer:at_step=6,signal=KILL"], test_plugins,
+                           killed_marker=tmp_path / "killed")
     assert killed.returncode == -9
-    resumed = gradlog_train([*base, "--resume", str(part)])
+    resumed = gradlog_train(["--resume", str(part), "-q"], test_plugins)
     assert resumed.returncode == 0, resumed.stderr
     assert _losses(part) == _losses(full)  # each step exactly once, same values
+
+
+def test_resume_restores_every_flag_the_run_was_started_with(tmp_path, tiny_config,
+                                                             test_plugins):
+    """The issue's case: --epochs 2 --lr 0.1 -p grad-clip:max_norm=0.1, Ctrl-C in epoch 2,
+    then the command gradlog printed: the same losses and grad-clip tags as without the
+    interruption, although nothing was repeated."""
+    flags = ["--epochs", "2", "--lr", "0.1", "-p", "grad-clip:max_norm=0.1",
+             "--no-default-plugins", "--config", tiny_config, "-q"]
+    full = tmp_path / "full"
+    assert gradlog_train([*flags, "--logdir", str(full)]).returncode == 0
+    part = tmp_path / "part"
+    stopped = gradlog_train([*flags, "--logdir", str(part), "-p",
+                             "killer:at_step=4,signal=INT,event=on_batch_start"], test_plugins,
+                            killed_marker=tmp_path / "killed")
+    assert stopped.returncode == 130, stopped.stderr
+    resumed = gradlog_train(["--resume", str(part)], test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming from checkpoint-00000005.npz (step 5, epoch 1 of 2)" in resumed.stdout
+    assert _losses(part) == _losses(full)
+    for tag in ("grad-clip/norm_before", "grad-clip/norm_after", "train/lr"):
+        assert scalars(str(part), tag) == scalars(str(full), tag), tag
+    assert [s for s, _ in scalars(str(part), "train/loss")] == list(range(8))
+    # flags given again with the recorded values are fine
+    again = gradlog_train([*flags, "--resume", str(part)], test_plugins)
+    assert again.returncode == 0 and "already finished at epoch 2" in again.stdout
+
+
+@pytest.mark.parametrize("flag, says", [
+    (["--lr", "0.2"], "lr (--lr) was recorded as 0.1, given 0.2"),
+    (["--batch-size", "32"], "batch_size (--batch-size) was recorded as 64, given 32"),
+    (["-p", "grad-clip:max_norm=0.5"], "grad-clip:max_norm was recorded as 0.1, given 0.5"),
+    (["-p", "histogram"], "plugin 'histogram' was recorded as 'not enabled', given 'enabled'"),
+    (["--epochs", "1"], "epochs (--epochs) was recorded as 2, given 1"),
+    (["--strict-plugins"], "--strict-plugins was recorded as False, given True"),
+    (["shapes-mlp"], "the example was recorded as 'shapes', given 'shapes-mlp'"),
+])
+def test_a_differing_flag_on_resume_is_refused_naming_key_recorded_and_given(
+        tmp_path, tiny_config, flag, says, finished_run):
+    before = _snapshot(finished_run)
+    result = gradlog_train(["--resume", str(finished_run), *flag])
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (f"error: cannot resume {finished_run}: {says}; a resumed run "
+                             "keeps its configuration, only --epochs may be raised\n")
+    assert _snapshot(finished_run) == before
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("finished")
+    (root / "tiny.toml").write_text(TINY)
+    run_dir = root / "run"
+    result = gradlog_train(["--epochs", "2", "--lr", "0.1", "-p", "grad-clip:max_norm=0.1",
+                            "--no-default-plugins", "--config", str(root / "tiny.toml"), "-q",
+                            "--logdir", str(run_dir)])
+    assert result.returncode == 0, result.stderr
+    return run_dir
+
+
+def test_resuming_a_finished_run_says_so_and_writes_nothing(finished_run):
+    before = _snapshot(finished_run)
+    result = gradlog_train(["--resume", str(finished_run)])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (f"{finished_run}: already finished at epoch 2; nothing to do "
+                             "(give --epochs N with N > 2 to train it further)\n")
+    assert result.stderr == ""
+    assert _snapshot(finished_run) == before
+
+
+def test_a_larger_epochs_extends_a_finished_run(tmp_path, finished_run):
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    for rel, data in _snapshot(finished_run).items():
+        os.makedirs(os.path.dirname(run_dir / rel), exist_ok=True)
+        (run_dir / rel).write_bytes(data)
+    first = _losses(run_dir)
+    result = gradlog_train(["--resume", str(run_dir), "--epochs", "3", "-q"])
+    assert result.returncode == 0, result.stderr
+    losses = _losses(run_dir)
+    assert sorted(losses) == list(range(12))  # each step once
+    assert {s: losses[s] for s in range(8)} == first  # the first two epochs untouched
+    assert [s for s, _ in scalars(str(run_dir), "val/loss")] == [4, 8, 12]
+    assert "epochs = 3" in (run_dir / "run.toml").read_text()
+    hparams = scalars(str(run_dir / "hparams"), "hparam/val_loss")
+    assert [s for s, _ in hparams] == [0] and hparams[0][1] == scalars(str(run_dir),
+                                                                         "val/loss")[-1][1]
+    again = gradlog_train(["--resume", str(run_dir)])
+    assert again.returncode == 0 and "already finished at epoch 3" in again.stdout
+
+
+@pytest.mark.parametrize("make, says", [
+    (lambda d: None, "no such directory"),
+    (lambda d: d.mkdir(), "it holds no gradlog run (no run.toml, no checkpoint-*.npz)"),
+    (lambda d: (d.mkdir(), (d / "notes.txt").write_text("mine")),
+     "it holds no gradlog run (no run.toml, no checkpoint-*.npz)"),
+])
+def test_resume_of_a_path_that_holds_no_run_is_a_user_error(tmp_path, make, says):
+    target = tmp_path / "typo"
+    make(target)
+    before = _snapshot(target) if target.exists() else None
+    result = gradlog_train(["--resume", str(target)])
+    assert result.returncode == 2
+    assert result.stderr == f"error: cannot resume {target}: {says}" + (
+        "; give the run directory gradlog train printed\n" if "holds no" in says else "\n")
+    assert (_snapshot(target) if target.exists() else None) == before  # nothing written
+
+
+def test_a_run_that_died_before_its_first_checkpoint_starts_over(tmp_path, tiny_config,
+                                                                 test_plugins, uninterrupted):
+    full, part = uninterrupted[0], tmp_path / "part"
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            "killer:at_step=2,signal=KILL"], test_plugins,
+                           killed_marker=tmp_path / "killed")
+    assert killed.returncode == -9 and (part / "run.toml").exists()
+    assert not list(part.glob("checkpoint-*"))
+    resumed = gradlog_train(["--resume", str(part)], test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"no checkpoint in {part} yet: the run starts over" in resumed.stdout
+    assert _losses(part) == _losses(full)
+
+
+def _flip_a_bit_in_the_largest_entry(path) -> str:
+    """Flip one bit inside the data of the checkpoint's largest array; returns its entry."""
+    import zipfile
+    with zipfile.ZipFile(path) as z:
+        info = max(z.infolist(), key=lambda i: i.compress_size)
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = (int.from_bytes(data[info.header_offset + o:info.header_offset + o
+                                               + 2], "little") for o in (26, 28))
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start + info.compress_size // 2] ^= 0x04
+    path.write_bytes(bytes(data))
+    return info.filename.removesuffix(".npy")
+
+
+def test_a_damaged_newest_checkpoint_is_reported_once_and_the_previous_one_used(
+        tmp_path, tiny_config, uninterrupted):
+    full, part = uninterrupted[0], tmp_path / "part"
+    assert gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part)]
+                         ).returncode == 0
+    newest = part / "checkpoint-00000008.npz"
+    entry = _flip_a_bit_in_the_largest_entry(newest)
+    resumed = gradlog_train(["--resume", str(part)])
+    assert resumed.returncode == 0, resumed.stderr
+    lines = resumed.stderr.splitlines()
+    assert len(lines) == 1, resumed.stderr  # reported once, naming the entry
+    assert lines[0].startswith(f"warning: {newest}: damaged entry '{entry}' (obj[")
+    assert "Bad CRC-32" in lines[0] and "manifest" not in lines[0]
+    assert lines[0].endswith("; resuming from the checkpoint before it")
+    assert "resuming from checkpoint-00000004.npz" in resumed.stdout
+    assert _losses(part) == _losses(full)
+    assert runs_checkpoint_steps(part) == [4, 8]  # the damaged one was replaced
+
+
+def runs_checkpoint_steps(run_dir) -> list[int]:
+    from gradlog import runs
+    return [step for step, path in runs.checkpoints(str(run_dir)) if runs.load_checkpoint(path)]
+
+
+def test_logdir_and_resume_naming_two_directories_is_refused(tmp_path, finished_run):
+    result = gradlog_train(["--resume", str(finished_run), "--logdir", str(tmp_path / "x")])
+    assert result.returncode == 2
+    assert "name two run directories" in result.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_a_failing_mutator_exits_1_naming_the_plugin(tmp_path, tiny_config, test_plugins):

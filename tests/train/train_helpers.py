@@ -29,17 +29,24 @@ class Options:
     at_step: int = 3
     signal: str = "KILL"
     event: str = "on_batch_end"
+    times: int = 1  # signals sent one right after the other
 
 
 class Killer(Plugin):
-    """Sends a signal to its own process at a chosen event and step (tests only)."""
+    """Sends a signal to its own process at a chosen event and step (tests only), once: a
+    resumed run restores it with the run's configuration, and then it does nothing."""
 
     name = "killer"
     Options = Options
 
     def _maybe(self, run, event):
         if event == self.options.event and run.step == self.options.at_step:
-            os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
+            marker = os.environ.get("GRADLOG_TEST_KILLED_MARKER")
+            if marker is None or os.path.exists(marker):
+                return
+            open(marker, "w").close()
+            for _ in range(self.options.times):
+                os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
 
     def on_batch_start(self, run, batch):
         self._maybe(run, "on_batch_start")
@@ -70,9 +77,14 @@ class Explodes(Plugin):
 
 
 def gradlog_train(args: list[str], plugin_path: Path | None = None,
-                  timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run ``gradlog train ARGS`` in a child process (as a user would)."""
+                  timeout: float = 300, killed_marker: Path | None = None
+                  ) -> subprocess.CompletedProcess:
+    """Run ``gradlog train ARGS`` in a child process (as a user would). The ``killer`` plugin
+    fires only while ``killed_marker`` does not exist (it creates it as it fires)."""
     env = dict(os.environ)
+    env.pop("GRADLOG_TEST_KILLED_MARKER", None)
+    if killed_marker is not None:
+        env["GRADLOG_TEST_KILLED_MARKER"] = str(killed_marker)
     if plugin_path is not None:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugin_path),
                                                           env.get("PYTHONPATH")]))

@@ -1,0 +1,45 @@
+"""Resuming a run's event files at a checkpoint: which events of the earlier session are written
+again.
+
+A run resumed from a checkpoint taken at step T hides the earlier sessions' events at steps
+``>= T`` (``purge_step``): whatever was logged after the checkpoint is logged again by the
+resumed run. Some events at step T were logged *before* the checkpoint, though (the validation
+and the epoch-end images of the epoch that ended at T): they must stay. When the checkpoint was
+taken, :meth:`SummaryWriter.sync` said how far each open event file was on disk; the records
+before that point at steps ``>= T`` are the ones a resumed writer writes again, byte for byte.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import posixpath
+
+from tensorboard.compat.proto.event_pb2 import Event
+
+from .reader import read_records
+
+__all__ = ["events_to_replay"]
+
+
+def events_to_replay(log_dir: str, positions: dict[str, int], step: int) -> dict[str, list[bytes]]:
+    """``{run directory relative to log_dir ("" for log_dir itself): [serialized Event]}``:
+    the summary events at steps ``>= step`` in the first ``positions[file]`` bytes of each
+    file (``file`` relative to ``log_dir``, with ``/``). A missing or shortened file, or a
+    damaged record, raises an error naming the file."""
+    replay: dict[str, list[bytes]] = {}
+    for rel, end in sorted(positions.items()):
+        path = os.path.join(log_dir, *rel.split("/"))
+        if not os.path.isfile(path):
+            raise FileNotFoundError(errno.ENOENT, "event file written before the checkpoint "
+                                    "is missing", path)
+        size = os.path.getsize(path)
+        if size < int(end):
+            raise ValueError(f"{path}: {size} bytes, but {int(end)} were on disk when the "
+                             "checkpoint was taken")
+        keep = replay.setdefault(posixpath.dirname(rel), [])
+        for payload in read_records(path, int(end)):
+            event = Event.FromString(payload)
+            if event.step >= step and event.WhichOneof("what") == "summary":
+                keep.append(payload)
+    return replay

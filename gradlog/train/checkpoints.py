@@ -1,0 +1,109 @@
+"""Checkpoints of ``gradlog train``, and what ``--resume DIR`` continues from.
+
+A checkpoint holds everything needed to continue the run exactly: its configuration (the
+record ``run.toml`` also holds), the model, optimizer, scheduler, the training loader's
+position, the Run's and plugins' states, the global random state, and how far each event file
+was on disk (``SummaryWriter.sync()``, which fsyncs them first: a checkpoint never claims
+events a power loss could take back). The resumed writer replays the events at the
+checkpoint's step that preceded it and hides everything after (see
+:mod:`gradlog.tensorboard.replay`).
+
+Choosing what to resume: the newest checkpoint that loads; a damaged one is reported (once,
+naming the entry) and the one before it is used. No checkpoint yet, but a ``run.toml``: the
+run died before its first checkpoint and starts over. Neither: the directory holds no run.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import runs
+from .config import RunConfig
+from .errors import UserError
+
+__all__ = ["ResumePoint", "find_resume_point", "capture", "restore", "save"]
+
+
+@dataclass
+class ResumePoint:
+    """What ``--resume`` continues: the recorded configuration and, unless the run died
+    before its first checkpoint, the checkpoint's state."""
+
+    config: RunConfig
+    state: dict | None = None
+    path: str | None = None
+    notes: list[str] = field(default_factory=list)  # damaged checkpoints passed over
+
+    @property
+    def step(self) -> int:
+        return int(self.state["step"]) if self.state is not None else 0
+
+    @property
+    def epoch(self) -> int:
+        return int(self.state["epoch"]) if self.state is not None else 0
+
+
+def find_resume_point(run_dir: str) -> ResumePoint:
+    """The newest intact checkpoint of ``run_dir``, or its ``run.toml``; UserError when the
+    directory does not exist, holds no run, or holds only damaged checkpoints."""
+    if not os.path.exists(run_dir):
+        raise UserError(f"cannot resume {run_dir}: no such directory")
+    if not os.path.isdir(run_dir):
+        raise UserError(f"cannot resume {run_dir}: not a directory")
+    found = runs.checkpoints(run_dir)
+    toml_path = os.path.join(run_dir, runs.RUN_TOML)
+    if not found and not os.path.isfile(toml_path):
+        raise UserError(f"cannot resume {run_dir}: it holds no gradlog run (no {runs.RUN_TOML}, "
+                        "no checkpoint-*.npz); give the run directory gradlog train printed")
+    notes: list[str] = []
+    for _, path in reversed(found):
+        try:
+            state = runs.load_checkpoint(path)
+            config = RunConfig.from_record(state.get("config"), path)
+        except (ValueError, OSError) as exc:  # CheckpointError is a ValueError
+            notes.append(str(exc))
+            continue
+        return ResumePoint(config, state, path, notes)
+    if found:
+        raise UserError(f"cannot resume {run_dir}: no checkpoint is intact ({'; '.join(notes)})")
+    try:
+        with open(toml_path, "rb") as f:
+            record = tomllib.load(f)
+        return ResumePoint(RunConfig.from_record(record, toml_path))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
+        raise UserError(f"cannot resume {run_dir}: {toml_path} is damaged ({exc})") from None
+
+
+def capture(run: Any, built: dict, config: RunConfig, writer: Any) -> dict[str, Any]:
+    """The state of the run at its current (completed) step, its event files synced; the
+    run's engine turns its tensors into what ``gl.save`` stores (the same ``.npz`` for a
+    PyTorch model, no pickle)."""
+    run_state = run.state_dict()  # first: it ends a batch whose optimizer step is done
+    scheduler = built.get("scheduler")
+    state = {"step": run.step, "epoch": run.epoch, "config": config.to_record(),
+             "model": built["model"].state_dict(), "optimizer": built["optimizer"].state_dict(),
+             "scheduler": scheduler.state_dict() if scheduler is not None else None,
+             "train_loader": built["train_loader"].state_dict(), "run": run_state,
+             "rng": run.engine.random_state()}
+    return {**run.engine.to_checkpoint(state), "events": writer.sync()}
+
+
+def restore(state: dict[str, Any], run: Any, built: dict) -> None:
+    """Put the model, optimizer, scheduler, loader, run and random state back as saved (as
+    the run's engine's tensors)."""
+    engine = run.engine
+    state = engine.from_checkpoint(state)
+    built["model"].load_state_dict(state["model"])
+    built["optimizer"].load_state_dict(state["optimizer"])
+    if built.get("scheduler") is not None and state.get("scheduler") is not None:
+        built["scheduler"].load_state_dict(state["scheduler"])
+    built["train_loader"].load_state_dict(state["train_loader"])
+    run.load_state_dict(state["run"])
+    engine.set_random_state(state["rng"])
+
+
+def save(run_dir: str, state: dict[str, Any]) -> str:
+    return runs.save_checkpoint(run_dir, state)

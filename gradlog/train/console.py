@@ -1,0 +1,57 @@
+"""Where ``gradlog train``'s words go: the summary, progress and results to ``out`` (the
+summary and progress not with ``--quiet``), warnings and errors to ``err``, one line each,
+prefixed ``warning:`` / ``error:``. A progress line being redrawn on a terminal is ended before
+a warning, so the two never run into each other."""
+
+from __future__ import annotations
+
+from typing import TextIO
+
+from ..progress import Progress
+
+__all__ = ["Console"]
+
+
+class Console:
+    def __init__(self, out: TextIO, err: TextIO, quiet: bool = False) -> None:
+        self.out, self.err, self.quiet = out, err, quiet
+        self.progress: Progress | None = None
+
+    def say(self, text: str) -> None:
+        """Information (not with ``--quiet``)."""
+        if not self.quiet:
+            self._end_progress()
+            print(text, file=self.out)
+
+    def result(self, text: str) -> None:
+        """What the command came to (always)."""
+        self._end_progress()
+        print(text, file=self.out)
+
+    def notice(self, text: str) -> None:
+        """A line on ``err`` that is neither a warning nor an error (how a run was stopped)."""
+        self._end_progress()
+        self.err.write(f"{text}\n")
+        self.err.flush()
+
+    def warn(self, text: str) -> None:
+        self._end_progress()
+        self.err.write(f"warning: {text}\n")
+        self.err.flush()
+
+    def error(self, text: str, detail: str = "") -> None:
+        """One line; ``detail`` (a traceback) below it as it is."""
+        self._end_progress()
+        self.err.write(f"error: {text}\n")
+        if detail:
+            self.err.write(detail if detail.endswith("\n") else detail + "\n")
+        self.err.flush()
+
+    def new_progress(self, total: int, label: str, initial: int = 0) -> Progress:
+        self.progress = Progress(total, label, self.out, enabled=not self.quiet,
+                                 initial=initial)
+        return self.progress
+
+    def _end_progress(self) -> None:
+        if self.progress is not None:
+            self.progress.end_line()

@@ -1,0 +1,55 @@
+"""What ``gradlog train`` logs besides the per-step metrics: the configuration and the model as
+text when a run starts, and one hparams trial when it ends."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .. import runs
+from ..serialization import fsync_directory
+from .config import RunConfig
+
+__all__ = ["log_start_texts", "log_hparams", "flat_config"]
+
+
+def flat_config(config: RunConfig) -> dict[str, Any]:
+    """``{"example": ..., "lr": ..., "grad-clip.max_norm": ...}``: settings, then each plugin's
+    options, as single values."""
+    flat: dict[str, Any] = {"example": config.example, **config.settings}
+    for name, opts in config.plugins:
+        flat.update({f"{name}.{k}": v for k, v in opts.items()})
+    return flat
+
+
+def log_start_texts(run: Any, config: RunConfig, model: Any) -> None:
+    """The ``config`` and ``model`` texts, at step 0."""
+    rows = [f"| {k} | {v} |" for k, v in flat_config(config).items()]
+    run.log_text("config", "| option | value |\n|---|---|\n" + "\n".join(rows), 0)
+    run.log_text("model", "```\n" + repr(model) + "\n```", 0)
+
+
+def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:
+    """One trial in ``run_dir/hparams``, at step 0: a run resumed after it was logged logs it
+    again and hides the earlier copy (purge at step 0), so there is always one trial."""
+    from ..tensorboard import SummaryWriter
+    hparams = {k: v for k, v in flat_config(config).items()
+               if isinstance(v, (int, float, str, bool))}
+    trial = os.path.join(run_dir, "hparams")
+    with SummaryWriter(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
+        writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
+                                     for k, v in metrics.items()}, run_name=".")
+    _fsync_event_files(trial)  # on disk before the checkpoint that follows
+
+
+def _fsync_event_files(directory: str) -> None:
+    """The trial's files are closed by now (``add_hparams`` closes its own): fsync them by
+    name, and the directory that holds their names."""
+    for name in os.listdir(directory):
+        if "tfevents" in name:
+            fd = os.open(os.path.join(directory, name), os.O_RDWR)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    fsync_directory(directory)

@@ -1,0 +1,150 @@
+"""The training loop: epochs of training batches, validation, the epoch-end events and a
+checkpoint per epoch, with the standard metrics (``train/loss``, ``train/acc``, ``train/lr``,
+``train/steps_per_sec``, ``val/loss``, ``val/acc``) logged at each batch's step.
+
+Everything logged depends on the step only, never on when the run started: a run resumed at
+any checkpoint logs what the uninterrupted run would have (``steps_per_sec`` every 20 steps
+and at each epoch's last step, counted from the run's first step).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .config import RunConfig
+from .console import Console
+from .errors import Interrupted
+from .logged import log_hparams
+from .signals import SignalOwner
+
+__all__ = ["Loop", "SchedulerError", "accuracy"]
+
+RATE_EVERY = 20  # steps between train/steps_per_sec points
+
+
+class SchedulerError(RuntimeError):
+    """A restored scheduler that cannot follow an extended run (its plan has ended)."""
+
+
+def accuracy(engine: Any, output: Any, target: Any) -> float | None:
+    """Accuracy when targets are class indices for a (batch, classes) output (values read
+    through ``engine``, the run's)."""
+    y = engine.to_numpy(target)
+    out = engine.to_numpy(output)
+    if y.dtype.kind not in "iu" or out.ndim != 2 or y.shape != out.shape[:1]:
+        return None
+    return float(np.mean(np.argmax(out, axis=1) == y))
+
+
+class Loop:
+    """The epochs from ``run.epoch`` to the configured total. ``checkpoint()`` is called at
+    each epoch's end, after its validation, epoch-end events and (last epoch) hparams."""
+
+    def __init__(self, run: Any, built: dict, config: RunConfig, run_dir: str,
+                 console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
+                 extended_from: int | None = None) -> None:
+        self.run, self.built, self.config, self.run_dir = run, built, config, run_dir
+        self.console, self.signals, self.checkpoint = console, signals, checkpoint
+        self.scheduler = built.get("scheduler")
+        self.interval = built.get("scheduler_interval", "epoch")
+        self.extended_from = extended_from  # the recorded epochs, when --epochs raised them
+
+    def run_epochs(self) -> None:
+        run, epochs = self.run, self.config.epochs
+        for _ in range(run.epoch, epochs):
+            self.train_epoch()
+            metrics = self.validate()
+            run.validation_end(metrics)
+            run.epoch_end()
+            if self.scheduler is not None and self.interval == "epoch":
+                self._step_scheduler()
+            if run.epoch == epochs:
+                log_hparams(self.run_dir, self.config, metrics)
+            self.checkpoint()
+            self.console.say(f"epoch {run.epoch}/{epochs}: "
+                             + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+            self._stop_if_asked()
+
+    def _step_scheduler(self) -> None:
+        try:
+            self.scheduler.step()
+        except Exception as exc:
+            if self.extended_from is None:
+                raise
+            raise SchedulerError(
+                f"the scheduler ({type(self.scheduler).__name__}) cannot go on at step "
+                f"{self.run.step}: {type(exc).__name__}: {exc}. The run was extended from "
+                f"{self.extended_from} to {self.config.epochs} epochs, and a resumed scheduler "
+                "keeps the plan it was built with (as in PyTorch)") from exc
+
+    def _stop_if_asked(self) -> None:
+        if self.signals.requested is not None:
+            raise Interrupted(self.signals.requested, graceful=True)
+
+    def train_epoch(self) -> None:
+        run, model, opt = self.run, self.built["model"], self.built["optimizer"]
+        loss_fn, loader = self.built["loss_fn"], self.built["train_loader"]
+        per_step = self.scheduler is not None and self.interval == "step"
+        run.epoch_start()
+        model.train()
+        done = run.step - run.epoch * len(loader)  # > 0 in an epoch a resumed run continues
+        progress = self.console.new_progress(
+            len(loader), f"epoch {run.epoch + 1}/{self.config.epochs}", initial=done)
+        last: dict = {}
+        tick, ticks = time.perf_counter(), 0
+        for batch in loader:
+            x, y = run.begin_batch(batch)
+            opt.zero_grad()
+            output = model(x)
+            loss = loss_fn(output, y)
+            loss.backward()
+            opt.step()
+            last = {"loss": float(loss.item())}
+            run.log_scalar("train/loss", last["loss"])
+            acc = accuracy(run.engine, output, y)
+            if acc is not None:
+                last["acc"] = acc
+                run.log_scalar("train/acc", acc)
+            run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
+            ticks += 1
+            if (run.step + 1) % RATE_EVERY == 0 or (run.step + 1) % len(loader) == 0:
+                now = time.perf_counter()
+                run.log_scalar("train/steps_per_sec", ticks / max(now - tick, 1e-9))
+                tick, ticks = now, 0
+            if per_step:
+                self._step_scheduler()
+            run.end_batch()
+            done += 1
+            progress.update(done, **last)
+            self._stop_if_asked()
+        progress.close(**last)
+
+    def validate(self) -> dict:
+        model, loss_fn = self.built["model"], self.built["loss_fn"]
+        was_training = model.training
+        model.eval()
+        self.run.phase = "validation"
+        total, correct, loss_sum, counted = 0, 0, 0.0, True
+        try:
+            with self.run.engine.no_grad():
+                for x, y in self.built["val_loader"]:
+                    output = model(x)
+                    n = len(x)
+                    loss_sum += float(loss_fn(output, y).item()) * n
+                    acc = accuracy(self.run.engine, output, y)
+                    if acc is None:
+                        counted = False
+                    else:
+                        correct += acc * n
+                    total += n
+        finally:
+            self.run.phase = "train"
+            model.train(was_training)
+        metrics = {"val/loss": loss_sum / max(total, 1)}
+        if counted and total:
+            metrics["val/acc"] = correct / total
+        return metrics

@@ -1,0 +1,152 @@
+"""How ``gradlog train`` stops when it is not the run that fails: Ctrl-C or SIGTERM during
+start-up (130/143, one line, nothing written), a full disk (one error line naming the file, no
+traceback at exit), and the order of a checkpoint: the event files are fsynced before it."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from train_helpers import TINY
+
+from gradlog.cli import main
+from gradlog.tensorboard import event_file
+from gradlog.train import TrainOptions, train
+
+pytestmark = pytest.mark.slow
+
+WAITS = """
+import os, time
+{where}
+def build(config):
+    {in_build}
+"""
+SLEEP = "open(os.environ['GRADLOG_TEST_READY'], 'w').close(); time.sleep(120)"
+
+
+def _wait_for(path, child, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert child.poll() is None, child.communicate()
+        assert time.monotonic() < deadline, "the child never got ready"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("phase", ["import", "build"])
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_start_up_exits_with_its_status_and_one_line(tmp_path, phase, sig,
+                                                                     code):
+    example = tmp_path / "slow.py"
+    example.write_text(WAITS.format(where=SLEEP if phase == "import" else "",
+                                    in_build=SLEEP if phase == "build" else "return {}"))
+    ready = tmp_path / "ready"
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, GRADLOG_TEST_READY=str(ready))
+    child = subprocess.Popen([sys.executable, "-m", "gradlog.cli", "train", str(example),
+                              "--no-default-plugins", "--logdir", str(run_dir)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for(ready, child)
+        child.send_signal(sig)
+        out, err = child.communicate(timeout=120)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == code, err
+    assert err == f"{signal.Signals(sig).name}: interrupted while starting; nothing was " \
+                  "trained\n"
+    assert out == "" and not run_dir.exists()
+
+
+def test_ctrl_c_before_the_command_runs_exits_130(monkeypatch):
+    import gradlog.train
+
+    def interrupted(options):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gradlog.train, "train", interrupted)
+    result = CliRunner().invoke(main, ["train"], standalone_mode=True)
+    assert result.exit_code == 130
+    assert result.stderr.strip() == "interrupted" and "Aborted" not in result.output
+
+
+def _disk_of(limit: int):
+    """For a child process: files may grow to ``limit`` bytes, then writes fail (EFBIG), as
+    on a full disk; SIGXFSZ is ignored so the write error is what the program sees."""
+    import resource
+
+    def apply() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return apply
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGXFSZ"), reason="POSIX file size limits")
+def test_a_full_disk_is_one_error_line_naming_the_file_and_no_exit_traceback(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    run_dir = tmp_path / "run"
+    result = subprocess.run([sys.executable, "-m", "gradlog.cli", "train", "--config",
+                             str(config), "--logdir", str(run_dir), "-q"],
+                            preexec_fn=_disk_of(150_000), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 1
+    (name,) = [n for n in os.listdir(run_dir) if "tfevents" in n]
+    assert result.stderr == (f"error: cannot write {run_dir / name}: File too large; there "
+                             "is no checkpoint yet (resuming starts the run over)\n")
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+    acc = pea.EventAccumulator(str(run_dir))
+    acc.Reload()
+    assert acc.Tensors("config/text_summary")  # what reached the disk reads back
+
+
+def test_event_files_are_fsynced_before_each_checkpoint(tmp_path, monkeypatch):
+    """Each checkpoint's rename comes after an fsync of every event file written before it
+    (the run's, and the hparams trial's before the last one)."""
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc")
+    order: list[tuple[str, str]] = []
+    real_fsync, real_replace, real_write = os.fsync, os.replace, os.write
+
+    def fsync(fd):
+        order.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    def replace(src, dst):
+        order.append(("replace", os.path.abspath(dst)))
+        return real_replace(src, dst)
+
+    class Writes:  # the event files' os, recording each write
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        @staticmethod
+        def write(fd, data):
+            order.append(("write", os.readlink(f"/proc/self/fd/{fd}")))
+            return real_write(fd, data)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(event_file, "os", Writes())
+    run_dir = tmp_path / "run"
+    code = train(TrainOptions(logdir=str(run_dir), epochs=2, default_plugins=False,
+                              plugins=("grad-norm:every=1",), quiet=True,
+                              extra={"train_size": 128, "val_size": 32, "two_object_size": 8}),
+                 io.StringIO(), io.StringIO())
+    monkeypatch.undo()
+    assert code == 0
+    saved = [i for i, (what, path) in enumerate(order)
+             if what == "replace" and os.path.basename(path).startswith("checkpoint-")]
+    assert len(saved) == 2
+    for i in saved:
+        last_write = {path: j for j, (what, path) in enumerate(order[:i]) if what == "write"}
+        assert any("hparams" in p for p in last_write) == (i == saved[-1])
+        for path, j in last_write.items():
+            assert ("fsync", path) in order[j + 1:i], f"{path} not fsynced before {order[i]}"
