@@ -153,7 +153,7 @@ class Run:
 
     def log_scalar(self, tag: str, value: Any, step: int | None = None, *,
                    reduce: str | None = None, per_rank: bool = False,
-                   metric: bool = True) -> None:
+                   metric: bool = True) -> float:
         """Log a scalar at ``step`` (default: the current step). Values logged from your own
         loop (``metric=True``) also reach the plugins' ``on_batch_end(metrics)``; a plugin's
         own scalars do not.
@@ -161,13 +161,15 @@ class Run:
         On several ranks, rank 0's value is logged, unless ``reduce`` (``"mean"``, ``"sum"``,
         ``"max"``, ``"min"``) asks for the reduction over every rank's value (then every rank
         must log the tag at the same point); ``per_rank=True`` writes this rank's value into
-        its ``rank<k>/`` sub-run instead."""
+        its ``rank<k>/`` sub-run instead. Returns the value logged (the reduction, with
+        ``reduce``)."""
         v = self._ranks.reduce(float(self.engine.to_numpy(value)), reduce)
         if metric:
             self._metrics[tag] = v
         writer = self._ranks.target(per_rank)
         if writer is not None:
             writer.add_scalar(tag, v, self.step if step is None else step)
+        return v
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, per_rank: bool = False) -> None:
