@@ -114,18 +114,8 @@ def ddp(out: str) -> dict:
         output.register_hook(
             lambda grad: launched_at_first_layer.append(ddp.reducer.buckets_launched))
     handle = model[0].register_forward_hook(watch_first_layer)
-    losses = []
-    for s in range(5):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(ddp(gl.from_numpy(x[s][r::n].copy())),
-                                           gl.from_numpy(y[s][r::n].copy()))
-        loss.backward()
-        opt.step()
-        mean = loss.detach().clone()
-        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
-        losses.append(mean.item())
+    res["losses"] = _ddp_steps(ddp, opt, x, y, r, n)
     handle.remove()
-    res["losses"] = losses
     res["params"] = flat(model.parameters())
     res["buckets"] = ddp.reducer.bucket_names()
     res["launched_at_first_layer"] = launched_at_first_layer
@@ -158,6 +148,24 @@ def ddp(out: str) -> dict:
             res["ref_losses"].append(loss.item())
         res["ref_params"] = flat(ref.parameters())
     return res
+
+
+def _ddp_steps(ddp, opt, x, y, r: int, n: int) -> list[float]:
+    """A step per batch of ``x``, ``y`` on this rank's rows; the losses averaged over ranks."""
+    import gradlog as gl
+    import gradlog.distributed as dist
+    from gradlog import nn
+    losses = []
+    for s in range(len(x)):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(ddp(gl.from_numpy(x[s][r::n].copy())),
+                                           gl.from_numpy(y[s][r::n].copy()))
+        loss.backward()
+        opt.step()
+        mean = loss.detach().clone()
+        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
+        losses.append(mean.item())
+    return losses
 
 
 def _accumulated_reference(gl, nn, model, x, y) -> list[float]:
@@ -225,17 +233,8 @@ def batchnorm(out: str) -> dict:
     model = cnn()
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = gl.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
-    losses = []
-    for s in range(4):
-        opt.zero_grad()
-        loss = nn.functional.cross_entropy(ddp(gl.from_numpy(x[s][r::n].copy())),
-                                           gl.from_numpy(y[s][r::n].copy()))
-        loss.backward()
-        opt.step()
-        mean = loss.detach().clone()
-        dist.all_reduce(mean, op=dist.ReduceOp.AVG)
-        losses.append(mean.item())
-    res = {"losses": losses, "running_mean": model[1].running_mean.tolist(),
+    res = {"losses": _ddp_steps(ddp, opt, x, y, r, n),
+           "running_mean": model[1].running_mean.tolist(),
            "num_batches_tracked": int(model[1].num_batches_tracked.item())}
     model.eval()
     with gl.no_grad():
@@ -333,37 +332,35 @@ def _local_norm(lib, nn, module, twin, x, y) -> float:
     return math.sqrt(sum(float((p.grad.detach() ** 2).sum()) for p in twin.parameters()))
 
 
-@scenario
-def watch(out: str, logdir: str) -> dict:
-    """gl.watch on a DDP model: the run's logdir, per-rank sub-runs, agreement of mutators."""
-    import gradlog as gl
-    import gradlog.distributed as dist
-    from gradlog import nn
-    from gradlog.data import DataLoader, DistributedSampler, TensorDataset
-    dist.init_process_group()
-    r, n = dist.get_rank(), dist.get_world_size()
+def _watch_both_ways(lib, nn, data_api, logdir: str, rank: int, world: int,
+                     destroy) -> dict:
+    """gl.watch on a DDP model with and without per-rank plugins, then (rank 0, after
+    ``destroy()`` ended the process group) the same training in one process at the global
+    batch. ``data_api``: the engine's (DataLoader, DistributedSampler, TensorDataset)."""
+    DataLoader, DistributedSampler, TensorDataset = data_api
     x, y = data(1, 64)
-    ds = TensorDataset(gl.from_numpy(x[0]), gl.from_numpy(y[0]))
+    ds = TensorDataset(lib.from_numpy(x[0]), lib.from_numpy(y[0]))
 
     def poison(step, batch):
-        return batch * float("nan") if step == NAN_STEP and r == 1 else batch
+        return batch * float("nan") if step == NAN_STEP and rank == 1 else batch
 
     res = {}
     for name, plugins in (("plain", WATCH_PLUGINS), ("ranked", RANKED_PLUGINS)):
-        model = nn.parallel.DistributedDataParallel(mlp(nn, 100 + r, gl))
-        opt = gl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        model = nn.parallel.DistributedDataParallel(mlp(nn, 100 + rank, lib))
+        opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         sampler = DistributedSampler(ds, seed=3)
-        loader = DataLoader(ds, batch_size=16 // n, sampler=sampler)
-        twin = mlp(nn, 0, gl) if name == "ranked" else None
-        res[name] = _train_watched(gl, nn, model, opt, loader, sampler,
-                                   os.path.join(logdir, name), plugins, rank=r, steps=6,
+        loader = DataLoader(ds, batch_size=16 // world, sampler=sampler)
+        twin = mlp(nn, 0, lib) if name == "ranked" else None
+        res[name] = _train_watched(lib, nn, model, opt, loader, sampler,
+                                   os.path.join(logdir, name), plugins, rank=rank, steps=6,
                                    poison=poison if name == "plain" else lambda s, b: b,
                                    twin=twin)
         res[name]["params"] = flat(model.parameters())
-    dist.destroy_process_group()
-    if r == 0:  # the same training in one process at the global batch
-        model = mlp(nn, 100, gl)
-        opt = gl.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    del model, opt
+    destroy()
+    if rank == 0:
+        model = mlp(nn, 100, lib)
+        opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         sampler = DistributedSampler(ds, num_replicas=1, rank=0, seed=3)
         loader = DataLoader(ds, batch_size=16, sampler=sampler)
 
@@ -373,10 +370,22 @@ def watch(out: str, logdir: str) -> dict:
             spoiled = batch.clone()
             spoiled[1::2] = float("nan")
             return spoiled
-        res["single"] = _train_watched(gl, nn, model, opt, loader, sampler,
+        res["single"] = _train_watched(lib, nn, model, opt, loader, sampler,
                                        os.path.join(logdir, "single"), WATCH_PLUGINS, rank=0,
                                        steps=6, poison=poison_share)
     return res
+
+
+@scenario
+def watch(out: str, logdir: str) -> dict:
+    """gl.watch on a DDP model: the run's logdir, per-rank sub-runs, agreement of mutators."""
+    import gradlog as gl
+    import gradlog.distributed as dist
+    from gradlog import data, nn
+    dist.init_process_group()
+    return _watch_both_ways(gl, nn, (data.DataLoader, data.DistributedSampler,
+                                     data.TensorDataset), logdir, dist.get_rank(),
+                            dist.get_world_size(), dist.destroy_process_group)
 
 
 @scenario
@@ -412,52 +421,21 @@ def fail(out: str, logdir: str, mode: str) -> dict:
 # -- torch over torch.distributed (torchrun) -----------------------------------------------------
 @scenario
 def torch_watch(out: str, logdir: str) -> dict:
+    """The same on PyTorch: torch's DDP over gloo, torch's DataLoader and sampler."""
     import torch
     import torch.distributed as dist
-    from torch import nn
-    from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+    from torch.utils import data as tdata
     torch.set_num_threads(1)
     dist.init_process_group("gloo")
-    r, n = dist.get_rank(), dist.get_world_size()
-    x, y = data(1, 64)
-    ds = TensorDataset(torch.from_numpy(x[0]), torch.from_numpy(y[0]))
 
-    def poison(step, batch):
-        return batch * float("nan") if step == NAN_STEP and r == 1 else batch
-
-    res = {}
-    for name, plugins in (("plain", WATCH_PLUGINS), ("ranked", RANKED_PLUGINS)):
-        model = nn.parallel.DistributedDataParallel(mlp(nn, 100 + r, torch))
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        sampler = DistributedSampler(ds, seed=3)
-        loader = DataLoader(ds, batch_size=16 // n, sampler=sampler)
-        twin = mlp(nn, 0, torch) if name == "ranked" else None
-        res[name] = _train_watched(torch, nn, model, opt, loader, sampler,
-                                   os.path.join(logdir, name), plugins, rank=r, steps=6,
-                                   poison=poison if name == "plain" else lambda s, b: b,
-                                   twin=twin)
-        res[name]["params"] = flat(model.parameters())
-    del model, opt
-    # NOTE: a barrier first: torch 2.13's gloo group can deadlock when it is destroyed while
-    # its worker thread still frees an all-reduce's tensors (both want the GIL)
-    dist.barrier()
-    dist.destroy_process_group()
-    if r == 0:
-        model = mlp(nn, 100, torch)
-        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        sampler = DistributedSampler(ds, num_replicas=1, rank=0, seed=3)
-        loader = DataLoader(ds, batch_size=16, sampler=sampler)
-
-        def poison_share(step, batch):
-            if step != NAN_STEP:
-                return batch
-            spoiled = batch.clone()
-            spoiled[1::2] = float("nan")
-            return spoiled
-        res["single"] = _train_watched(torch, nn, model, opt, loader, sampler,
-                                       os.path.join(logdir, "single"), WATCH_PLUGINS, rank=0,
-                                       steps=6, poison=poison_share)
-    return res
+    def destroy():
+        # NOTE: a barrier first: torch 2.13's gloo group can deadlock when it is destroyed
+        # while its worker thread still frees an all-reduce's tensors (both want the GIL)
+        dist.barrier()
+        dist.destroy_process_group()
+    return _watch_both_ways(torch, torch.nn, (tdata.DataLoader, tdata.DistributedSampler,
+                                              tdata.TensorDataset), logdir, dist.get_rank(),
+                            dist.get_world_size(), destroy)
 
 
 def main(argv: list[str]) -> None:
