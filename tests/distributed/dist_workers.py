@@ -290,7 +290,10 @@ def _full_batch_losses(gl, nn, cnn, x, y) -> list[float]:
     return losses
 
 
-WATCH_PLUGINS = ["grad-norm:every=1", "histogram:every=2", "nan-guard", "grad-clip:max_norm=0.5"]
+# grad-noise draws from its own generator, seeded from the run's seed: the ranks start from
+# different seeds here, and agree on rank 0's
+WATCH_PLUGINS = ["grad-norm:every=1", "histogram:every=2", "nan-guard", "grad-clip:max_norm=0.5",
+                 "grad-noise:eta=0.01"]
 RANKED_PLUGINS = ["grad-norm:every=1,per_rank=true", "histogram:every=2,per_rank=true",
                   "activation-stats:every=2,per_rank=true"]  # probes in internal passes
 NAN_STEP = 3

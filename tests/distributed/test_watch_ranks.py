@@ -60,7 +60,7 @@ def test_rank0_alone_writes_and_the_logdir_reads_as_one_process(watched):
     for kind in ("scalars", "histograms"):
         assert sorted(run.Tags()[kind]) == sorted(single.Tags()[kind])
     for tag in ("train/loss", "grad-norm/global", "grad-norm/0", "grad-clip/norm_before",
-                "nan-guard/skipped"):
+                "nan-guard/skipped", "grad-noise/std"):
         steps, values = _series(run, tag)
         ref_steps, ref_values = _series(single, tag)
         assert steps == ref_steps
