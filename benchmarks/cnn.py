@@ -168,25 +168,41 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
 
 def default_plugins_overhead(weights: list, batches: list, blocks: int,
                              per_block: int) -> dict[str, Any]:
-    """W2 inside gl.watch with gradlog train's default plugins at their default cadence;
-    blocks of 100 steps so periodic work (every-100-steps histograms, probes) is included."""
+    """W2 inside gl.watch with gradlog train's default plugins at their default cadence,
+    logging to event files with the writer's background thread on and off; blocks of 100
+    steps so periodic work (every-100-steps histograms, probes) is included. Wall-clock time,
+    each block ending with a flush (see :mod:`benchmarks.watch`)."""
+    import shutil
+    import tempfile
+    import time
+
     import gradlog as gl
-    from gradlog.testing import MemoryWriter
+    from gradlog.tensorboard import SummaryWriter
     from gradlog.train import DEFAULT_PLUGINS
 
     from .mlp import _ratios
-    plain, watched = GradlogCNN(weights), GradlogCNN(weights)
-    probe = gl.from_numpy(batches[0][0][:8].copy())
-    run = gl.watch(watched.model, watched.opt, plugins=list(DEFAULT_PLUGINS),
-                   writer=MemoryWriter(),
-                   probe_sets={"probe": {"images": probe,
-                                         "labels": gl.from_numpy(batches[0][1][:8].copy())}})
+    probe = {"probe": {"images": gl.from_numpy(batches[0][0][:8].copy()),
+                       "labels": gl.from_numpy(batches[0][1][:8].copy())}}
+    contenders, flushes, runs = {"plain": cycler(GradlogCNN(weights), batches)}, {}, []
+    for mode in ("background", "synchronous"):
+        watched = GradlogCNN(weights)
+        writer = SummaryWriter(tempfile.mkdtemp(prefix="gradlog-bench-"),
+                               background=mode == "background")
+        runs.append((gl.watch(watched.model, watched.opt, plugins=list(DEFAULT_PLUGINS),
+                              writer=writer, probe_sets=probe), writer))
+        contenders[mode] = cycler(watched, batches)
+        flushes[mode] = writer.flush
     try:
-        t = interleaved({"plain": cycler(plain, batches),
-                         "defaults": cycler(watched, batches)},
-                        blocks=blocks, per_block=per_block, warmup=1)
+        t = interleaved(contenders, blocks=blocks, per_block=per_block, warmup=1,
+                        timer=time.perf_counter, after_block=flushes)
     finally:
-        run.close()
-    out = _ratios(t, "median", target=("defaults", "plain", 1.10))
+        for run, writer in runs:
+            run.close()
+            writer.close()
+            shutil.rmtree(writer.get_logdir(), ignore_errors=True)
+    out = _ratios(t, "median", target=("background", "plain", 1.10))
+    out["background/plain (process cpu)"] = t["background"].cpu_median / t["plain"].cpu_median
+    out["synchronous/plain (process cpu)"] = (t["synchronous"].cpu_median
+                                              / t["plain"].cpu_median)
     out["plugins"] = list(DEFAULT_PLUGINS)
     return out

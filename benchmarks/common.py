@@ -32,10 +32,12 @@ def torch_or_none() -> Any:
 
 @dataclass
 class Timing:
-    """Per-step (or per-call) seconds of one contender over the interleaved blocks."""
+    """Per-step (or per-call) seconds of one contender over the interleaved blocks, by the
+    run's clock (``samples``) and in CPU time of the whole process (``cpu_samples``)."""
 
     name: str
     samples: list[float] = field(default_factory=list)
+    cpu_samples: list[float] = field(default_factory=list)
 
     @property
     def median(self) -> float:
@@ -45,16 +47,28 @@ class Timing:
     def min(self) -> float:
         return min(self.samples)
 
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu_samples)
+
 
 def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_block: int,
-                warmup: int = 2) -> dict[str, Timing]:
+                warmup: int = 2, timer: Callable[[], float] | None = None,
+                after_block: dict[str, Callable[[], Any]] | None = None) -> dict[str, Timing]:
     """Time each contender ``per_block`` calls at a time, A B C C B A ..., after warm-up.
 
     Interleaving spreads the machine's noise (a shared 2-core VM) over all contenders alike.
+    ``timer`` replaces the module's clock; ``after_block[name]()`` runs inside a contender's
+    timed block, after its calls (e.g. a flush: work another thread still owes is charged to
+    the contender that made it).
     """
-    for fn in contenders.values():
+    clock = timer or TIMER
+    finish = after_block or {}
+    for name, fn in contenders.items():
         for _ in range(warmup):
             fn()
+        if name in finish:
+            finish[name]()
     timings = {name: Timing(name) for name in contenders}
     gc_was = gc.isenabled()
     gc.disable()
@@ -64,10 +78,13 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
             # A B C, then C B A: whoever runs first after a collection pays for it alike
             for name in (names if block % 2 == 0 else names[::-1]):
                 fn = contenders[name]
-                start = TIMER()
+                start, cpu_start = clock(), time.process_time()
                 for _ in range(per_block):
                     fn()
-                timings[name].samples.append((TIMER() - start) / per_block)
+                if name in finish:
+                    finish[name]()
+                timings[name].samples.append((clock() - start) / per_block)
+                timings[name].cpu_samples.append((time.process_time() - cpu_start) / per_block)
             gc.collect()
     finally:
         if gc_was:

@@ -1,12 +1,11 @@
-"""W1 (MLP step), W4 (W1 with hooks), W4b (W1 with the histogram plugin every step) and
-W4d (W1 inside gl.watch with no plugins).
+"""W1 (MLP step) and W4 (W1 with hooks); the logging variants of W1 (W4b, W4d, W4e, W4f) are
+in :mod:`benchmarks.watch`.
 
 W1: 784-256-256-10, ReLU, cross-entropy, SGD momentum 0.9, batch 128, float32.
 """
 
 from __future__ import annotations
 
-import tempfile
 from typing import Any
 
 import numpy as np
@@ -150,8 +149,6 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
     t = interleaved(contenders, blocks=blocks, per_block=5)
     results["W1"] = _ratios(t, "median", target=("gradlog", "floor", 1.15))
     results["W4"] = hooks_overhead(weights, batches, blocks=max(blocks, 15))
-    results["W4b"] = histogram_overhead(weights, batches, blocks)
-    results["W4d"] = watch_overhead(weights, batches, blocks)
     return results
 
 
@@ -189,40 +186,3 @@ def hooks_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
     if "torch_hooks" in t:
         out["torch_hooks/torch_plain"] = t["torch_hooks"].min / t["torch_plain"].min
     return out
-
-
-def histogram_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
-    import gradlog as gl
-    plain, logged = GradlogMLP(weights), GradlogMLP(weights)
-    logdir = tempfile.mkdtemp(prefix="gradlog-bench-")
-    run = gl.watch(logged.model, logged.opt, logdir=logdir,
-                   plugins=['histogram:every=1,bins=30,kinds=["weight","grad"]'])
-    contenders = {"plain": cycler(plain, batches), "histogram": cycler(logged, batches)}
-    torch = torch_or_none()
-    if torch is not None:
-        th = TorchMLP(weights)
-        th.add_histogram_hooks()
-        contenders["torch_plain"] = cycler(TorchMLP(weights), batches)
-        contenders["torch_hist"] = cycler(th, batches)
-    try:
-        t = interleaved(contenders, blocks=blocks, per_block=3)
-    finally:
-        run.close()
-    out = _ratios({"plain": t["plain"], "histogram": t["histogram"]}, "median",
-                  target=("histogram", "plain", 2.0))
-    if "torch_hist" in t:
-        out["torch_hist/torch_plain"] = t["torch_hist"].median / t["torch_plain"].median
-    return out
-
-
-def watch_overhead(weights: list, batches: list, blocks: int) -> dict[str, Any]:
-    import gradlog as gl
-    plain, watched = GradlogMLP(weights), GradlogMLP(weights)
-    from gradlog.testing import MemoryWriter
-    run = gl.watch(watched.model, watched.opt, writer=MemoryWriter())
-    try:
-        t = interleaved({"plain": cycler(plain, batches), "watch": cycler(watched, batches)},
-                        blocks=blocks, per_block=3)
-    finally:
-        run.close()
-    return _ratios(t, "median", target=("watch", "plain", 1.05))

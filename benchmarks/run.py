@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 WORKLOADS = {
-    "W1": "mlp", "W4": "mlp", "W4b": "mlp", "W4d": "mlp",
+    "W1": "mlp", "W4": "mlp",
+    "W4b": "watch", "W4d": "watch", "W4e": "watch", "W4f": "watch", "W4g": "watch",
     "W2": "cnn", "W4c": "cnn",
     "W3": "dispatch",
     "W5": "writer", "W5b": "writer",

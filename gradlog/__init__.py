@@ -1,7 +1,7 @@
 """gradlog: a numpy autograd engine with PyTorch's API, hook registries, plugins and
 TensorBoard logging. This file only re-exports; nothing is defined here."""
 
-from . import autograd, data, distributed, nn, optim
+from . import autograd, data, distributed, nn, optim, utils
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .autograd.creation import (
     arange,
@@ -117,6 +117,7 @@ from .autograd.ops.compare import (
     where,
 )
 from .autograd.ops.conversion import clone
+from .autograd.ops.cumulative import cumprod, cumsum, logcumsumexp
 from .autograd.ops.indexing import gather, index_select, masked_select, take
 from .autograd.ops.join import (
     cat,
@@ -141,16 +142,15 @@ from .autograd.ops.reduction import (
     argmax,
     argmin,
     count_nonzero,
-    cumsum,
     logsumexp,
     max,
     mean,
     min,
+    nanmean,
+    nansum,
     norm,
     prod,
-    std,
     sum,
-    var,
 )
 from .autograd.ops.shape import (
     broadcast_to,
@@ -167,6 +167,7 @@ from .autograd.ops.shape import (
     unflatten,
     unsqueeze,
 )
+from .autograd.ops.statistics import median, nanmedian, std, std_mean, var, var_mean
 from .autograd.ops.unary import (
     abs,
     ceil,
@@ -199,7 +200,7 @@ from .autograd.random import (
     seed,
     set_rng_state,
 )
-from .autograd.tensor import Size, Tensor
+from .autograd.tensor import Size, Tensor, is_inference
 from .plugin.watch import watch
 from .serialization import load, save
 

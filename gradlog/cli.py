@@ -76,13 +76,15 @@ def main() -> None:
     gradlog plugins list               installed plugins, their kind and status
     gradlog plugins new my-plugin      start a plugin package
     gradlog inspect runs/              what a log directory holds
+    gradlog sync SPOOL URL             upload what a run could not
     """
 
 
 @main.command()
 @click.argument("example", required=False)
 @click.option("--logdir", type=click.Path(file_okay=False), default=None,
-              help="The run directory (default: runs/<Mon DD_HH-MM-SS>_<host>).")
+              help="The run directory, a path or a URL such as s3://bucket/exp/run1 "
+                   "(default: runs/<Mon DD_HH-MM-SS>_<host>).")
 @click.option("--epochs", type=int, default=None,
               help=f"Passes over the training data (default {Settings.epochs}).")
 @click.option("--batch-size", type=int, default=None,
@@ -100,7 +102,7 @@ def main() -> None:
               help="A TOML file: [train] settings and [plugins.NAME] tables.")
 @click.option("--strict-plugins", is_flag=True, default=None,
               help="Make every plugin error fatal.")
-@click.option("--resume", type=click.Path(file_okay=False), default=None, metavar="DIR",
+@click.option("--resume", type=click.Path(file_okay=False), default=None, metavar="DIR|URL",
               help="Continue the run in DIR with its recorded configuration (flags given "
                    "again must match it; --epochs may be raised).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
@@ -261,12 +263,13 @@ def plugins_new(name: str, directory: str) -> None:
 @main.command("inspect")
 @click.argument("logdir", type=click.Path())
 def inspect_cmd(logdir: str) -> None:
-    """Summarize the runs and tags in LOGDIR.
+    """Summarize the runs and tags in LOGDIR, a path or a URL.
 
-    A quick look without a browser. Runs are LOGDIR and each directory below it with event
-    files. Tags are grouped by prefix (train/, val/, or the plugin's name), with their kind
-    (scalar, histogram, image, text, ...), the number of points, the step range and, for
-    scalars, the last value. The files are read with TensorBoard's own loader.
+    A quick look without a browser; LOGDIR may be any fsspec URL (s3://bucket/exp, ...).
+    Runs are LOGDIR and each directory below it with event files. Tags are grouped by prefix
+    (train/, val/, or the plugin's name), with their kind (scalar, histogram, image, text,
+    ...), the number of points, the step range and, for scalars, the last value. The files
+    are read with TensorBoard's own loader.
     """
     from .inspect import InspectError, format_report, inspect_logdir
     try:
@@ -274,6 +277,32 @@ def inspect_cmd(logdir: str) -> None:
     except InspectError as exc:
         raise UserError(str(exc)) from None
     click.echo(format_report(runs), nl=False)
+
+
+@main.command("sync")
+@click.argument("spool", type=click.Path(exists=True, file_okay=False))
+@click.argument("url")
+def sync_cmd(spool: str, url: str) -> None:
+    """Upload the event files a run left in its local SPOOL to URL.
+
+    URL is the run directory. A run logging to an object store (s3://, gs://, ...) whose
+    uploads keep failing stops with one line naming URL and its SPOOL, where the events it
+    could not upload wait; a SIGKILL leaves the segment being written there too. Each file
+    is uploaded whole, oldest first, and removed from SPOOL once uploaded (run it once the
+    run has stopped; gradlog train --resume URL does the same by itself). Exit status 1 if
+    an upload fails.
+    """
+    from .tensorboard import storage
+    try:
+        uploaded = storage.upload_spool(spool, url)
+    except ImportError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        click.echo(f"error: cannot upload {spool} to {exc.filename or url}: "
+                   f"{exc.strerror or exc}; what was not uploaded stays in {spool}", err=True)
+        sys.exit(1)
+    click.echo(f"uploaded {len(uploaded)} file{'s' * (len(uploaded) != 1)} from {spool} "
+               f"to {url}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,9 @@ shows them: after the purges of resumed runs (whose notices TensorBoard's loader
 are kept quiet). Every record of every file is checked first: a damaged one is reported with
 its file and index (TensorBoard shows nothing of that file after it); a torn last record (a
 crash mid-write) is only noted.
+
+LOGDIR may be any fsspec URL (``s3://...``): its event files are downloaded to a temporary
+directory first, and read there the same way.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -148,8 +152,26 @@ def summarize_run(path: str, name: str | None = None) -> RunSummary:
 
 
 def inspect_logdir(logdir: str) -> list[RunSummary]:
-    """A summary of each run under ``logdir``; raises InspectError for a user error."""
+    """A summary of each run under ``logdir`` (a path or a URL); raises InspectError for a
+    user error."""
+    from .tensorboard import storage
+    if storage.is_url(logdir):
+        return _inspect_url(logdir)
+    logdir = storage.local_path(logdir)
     return [summarize_run(p, os.path.relpath(p, logdir)) for p in find_runs(logdir)]
+
+
+def _inspect_url(url: str) -> list[RunSummary]:
+    from .tensorboard import storage
+    with tempfile.TemporaryDirectory(prefix="gradlog-inspect-") as local:
+        try:
+            found = storage.download_event_files(url, local)
+        except (OSError, ImportError) as exc:
+            raise InspectError(f"cannot read {url}: {exc}") from None
+        if not found:
+            raise InspectError(f"no event files at {url} or below (a run directory holds "
+                               "events.out.tfevents.* files)")
+        return [summarize_run(p, os.path.relpath(p, local)) for p in find_runs(local)]
 
 
 def _steps(t: TagSummary) -> str:

@@ -4,21 +4,28 @@
 A checkpoint is one ``.npz`` written atomically by ``gl.save`` (no pickle), named by step so
 the newest is easy to find; the newest two are kept. What a checkpoint holds, and how resuming
 chooses one, is :mod:`gradlog.train.checkpoints`.
+
+A run directory may be any fsspec URL (:mod:`gradlog.tensorboard.storage`): a checkpoint and
+``run.toml`` are then written whole to a temporary name and moved to theirs, so a name only
+ever shows a complete file.
 """
 
 from __future__ import annotations
 
 import datetime
+import io
 import os
 import re
 import socket
 from typing import Any
 
 from .serialization import atomic_file, load, save
+from .tensorboard import storage
 
 __all__ = ["default_run_dir", "has_events", "checkpoints", "newest_checkpoint",
            "save_checkpoint", "load_checkpoint", "write_run_toml", "CHECKPOINT_FORMAT",
-           "CHECKPOINT_VERSION", "RUN_TOML"]
+           "CHECKPOINT_VERSION", "RUN_TOML", "names", "exists", "isdir", "has_file",
+           "read_text", "remove", "makedirs"]
 
 CHECKPOINT_FORMAT = "gradlog-run-checkpoint"
 CHECKPOINT_VERSION = 2  # 2: the run's configuration and its event files' positions inside
@@ -34,21 +41,83 @@ def default_run_dir(root: str = "runs") -> str:
     return os.path.join(root, f"{stamp}_{socket.gethostname()}")
 
 
+# -- a run directory, local or at a URL ------------------------------------------------------
+
+def names(run_dir: str) -> list[str]:
+    """The names of the files (locally: and directories) in ``run_dir``; [] if it is none."""
+    if storage.is_url(run_dir):
+        return storage.names(run_dir)
+    path = storage.local_path(run_dir)
+    return sorted(os.listdir(path)) if os.path.isdir(path) else []
+
+
+def exists(run_dir: str) -> bool:
+    if storage.is_url(run_dir):
+        return storage.exists(run_dir)
+    return os.path.exists(storage.local_path(run_dir))
+
+
+def isdir(run_dir: str) -> bool:
+    if storage.is_url(run_dir):
+        return storage.isdir(run_dir)
+    return os.path.isdir(storage.local_path(run_dir))
+
+
+def has_file(run_dir: str, name: str) -> bool:
+    if storage.is_url(run_dir):
+        return name in storage.names(run_dir)
+    return os.path.isfile(os.path.join(storage.local_path(run_dir), name))
+
+
+def read_text(path: str) -> str:
+    if storage.is_url(path):
+        return storage.read_bytes(path).decode("utf-8")
+    with open(storage.local_path(path), encoding="utf-8") as f:
+        return f.read()
+
+
+def remove(path: str) -> None:
+    if storage.is_url(path):
+        storage.remove(path)
+    else:
+        os.remove(storage.local_path(path))
+
+
+def makedirs(run_dir: str) -> None:
+    """Create ``run_dir`` (an object store needs no directories)."""
+    if not storage.is_url(run_dir):
+        os.makedirs(storage.local_path(run_dir), exist_ok=True)
+
+
+def _publish(path: str, data_or_writer) -> None:
+    """Write a whole file: ``data_or_writer`` is bytes, or a function writing to a file."""
+    if storage.is_url(path):
+        if callable(data_or_writer):
+            buffer = io.BytesIO()
+            data_or_writer(buffer)
+            data_or_writer = buffer.getvalue()
+        storage.publish_bytes(path, data_or_writer)
+        return
+    with atomic_file(storage.local_path(path)) as f:
+        if callable(data_or_writer):
+            data_or_writer(f)
+        else:
+            f.write(data_or_writer)
+
+
+# -- events, checkpoints, run.toml ----------------------------------------------------------
+
 def has_events(run_dir: str) -> bool:
-    if not os.path.isdir(run_dir):
-        return False
-    return any("tfevents" in name for name in os.listdir(run_dir))
+    return any("tfevents" in name for name in names(run_dir))
 
 
 def checkpoints(run_dir: str) -> list[tuple[int, str]]:
     """``(step, path)`` of every checkpoint in ``run_dir``, oldest first."""
-    if not os.path.isdir(run_dir):
-        return []
     found = []
-    for name in os.listdir(run_dir):
+    for name in names(run_dir):
         m = _NAME.match(name)
         if m:
-            found.append((int(m.group(1)), os.path.join(run_dir, name)))
+            found.append((int(m.group(1)), storage.join(run_dir, name)))
     return sorted(found)
 
 
@@ -62,15 +131,16 @@ def save_checkpoint(run_dir: str, state: dict[str, Any]) -> str:
     the run's: checkpoints of later steps (a timeline abandoned by resuming from an earlier
     one), all but the newest two, and the temporary files of writes a kill interrupted."""
     step = int(state["step"])
-    path = os.path.join(run_dir, f"checkpoint-{step:08d}.npz")
-    save({"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state}, path)
+    path = storage.join(run_dir, f"checkpoint-{step:08d}.npz")
+    record = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state}
+    _publish(path, lambda f: save(record, f))
     found = checkpoints(run_dir)
     later = [p for s, p in found if s > step]
     older = [p for s, p in found if s <= step][:-KEEP]
-    stale = [os.path.join(run_dir, n) for n in os.listdir(run_dir) if _TEMPORARY.match(n)]
+    stale = [storage.join(run_dir, n) for n in names(run_dir) if _TEMPORARY.match(n)]
     for old in later + older + stale:
         try:
-            os.remove(old)
+            remove(old)
         except OSError:
             pass
     return path
@@ -78,7 +148,12 @@ def save_checkpoint(run_dir: str, state: dict[str, Any]) -> str:
 
 def load_checkpoint(path: str) -> dict[str, Any]:
     """A run checkpoint; ``ValueError`` (``CheckpointError``) naming the file otherwise."""
-    state = load(path)
+    if storage.is_url(path):
+        source = io.BytesIO(storage.read_bytes(path))
+        source.name = path  # named in load's errors
+        state = load(source)
+    else:
+        state = load(path)
     if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a gradlog run checkpoint")
     if state.get("version") != CHECKPOINT_VERSION:
@@ -90,7 +165,6 @@ def load_checkpoint(path: str) -> dict[str, Any]:
 
 def write_run_toml(run_dir: str, text: str) -> str:
     """Write ``run_dir/run.toml`` atomically."""
-    path = os.path.join(run_dir, RUN_TOML)
-    with atomic_file(path) as f:
-        f.write(text.encode("utf-8"))
+    path = storage.join(run_dir, RUN_TOML)
+    _publish(path, text.encode("utf-8"))
     return path

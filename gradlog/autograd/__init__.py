@@ -1,6 +1,6 @@
 """The autograd engine: Tensor, Function, backward/grad, grad modes, gradcheck, anomaly mode."""
 
-from . import ops  # noqa: F401  (installs the Tensor methods)
+from . import graph, ops  # noqa: F401  (ops installs the Tensor methods)
 from .anomaly import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,

@@ -1,16 +1,16 @@
 """The backward engine: an iterative, deterministic walk of the graph from the roots.
 
 Each node runs once, after every gradient contribution for it has arrived. Ready nodes run in
-PyTorch's order: leaf sinks first, then the most recently created node. Per node and output,
-the order is PyTorch's: tensor hooks (chained), the ``retain_grad`` store, node pre-hooks, the
-backward function, node post-hooks; for a leaf: tensor hooks, accumulation into ``.grad``,
-post-accumulate hooks.
+PyTorch's order: leaf sinks first, then the most recently created node. Per node, in one path
+(``_Pass._run_node``): the tensor hooks of each output (chained), the ``retain_grad`` store, the
+node's pre-hooks, its backward (for a leaf sink: accumulation into ``.grad`` and the
+post-accumulate hooks), its post-hooks. A node with none of these takes the early exit.
 """
 
 from __future__ import annotations
 
-import heapq
-import sys
+import itertools
+import threading
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -19,18 +19,21 @@ import numpy as np
 
 from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import anomaly
-from .function import _FREED, AccumulateGrad, Node, edge_of
 from .grad_mode import state as _mode
+from .node import ACC_SEQ, AccumulateGrad, Node, edge_of
+from .saved import FREED
 from .tensor import Tensor, wrap
 
-__all__ = ["backward", "grad", "register_backward_end_hook"]
+__all__ = ["backward", "grad", "register_backward_end_hook", "current_graph_task_id",
+           "will_engine_execute_node"]
 
 _backward_end_hooks = HookRegistry()
 
 
 def register_backward_end_hook(hook: Any) -> RemovableHandle:
     """Register ``hook() -> None``, called after every backward pass that accumulated into
-    ``.grad`` (``Tensor.backward`` / ``autograd.backward``; not ``autograd.grad``).
+    ``.grad`` (``Tensor.backward`` / ``autograd.backward``; not ``autograd.grad``; not a pass
+    run inside another one, as a reentrant checkpoint does).
 
     This is the engine's public end-of-backward signal: the plugin framework fires its
     ``on_after_backward`` event from it.
@@ -64,11 +67,12 @@ def _roots(tensors: tuple, grads: Any, what: str = "grad_output") -> list:
                                    f"(output {i} has shape {tuple(t._data.shape)}; pass a "
                                    "gradient of that shape)")
             g = wrap(np.ones(t._data.shape, dtype=t._data.dtype))
+            g._owned = True
         else:
             if not isinstance(g, Tensor):
                 g = wrap(np.asarray(g, dtype=t._data.dtype))
             elif not g._requires_grad:
-                g = wrap(g._data)  # the caller keeps its tensor: the array is visibly shared
+                g = wrap(g._data)  # the caller keeps its tensor (and its array: not owned)
             if g._data.shape != t._data.shape:
                 raise RuntimeError(
                     f"Mismatch in shape: {what}[{i}] has a shape of {g.shape!r} and output[{i}] "
@@ -115,8 +119,9 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
             "to break the cycle and avoid the leak.", UserWarning, stacklevel=3)
     _Pass(roots, targets, accumulate=True, retain_graph=retain_graph,
           create_graph=create_graph).run()
-    for hook in tuple(_backward_end_hooks.values()):
-        hook()
+    if not _stack():  # the outermost pass (a reentrant checkpoint runs one inside another)
+        for hook in tuple(_backward_end_hooks.values()):
+            hook()
 
 
 def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool | None = None,
@@ -163,30 +168,68 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
     return tuple(result)
 
 
+# The passes running in this thread, innermost last (a hook or a checkpoint may run another).
+_running = threading.local()
+_pass_ids = itertools.count()
+
+
+def _stack() -> list:
+    stack = getattr(_running, "passes", None)
+    if stack is None:
+        stack = _running.passes = []
+    return stack
+
+
+def current_graph_task_id() -> int:
+    """An id of the backward pass running in this thread, or -1 outside backward."""
+    stack = _stack()
+    return stack[-1].id if stack else -1
+
+
+def current_pass() -> _Pass | None:
+    stack = _stack()
+    return stack[-1] if stack else None
+
+
+def will_engine_execute_node(node: Node) -> bool:
+    """Whether the backward pass running in this thread will run ``node`` (PyTorch's
+    ``torch._C._will_engine_execute_node``, what ``register_multi_grad_hook`` counts on)."""
+    stack = _stack()
+    if not stack:
+        raise RuntimeError("_will_engine_execute_node should only be called during the backward "
+                           "pass")
+    running = stack[-1]
+    if type(node) is AccumulateGrad and not running.accumulate:
+        raise RuntimeError("A leaf node was passed to _will_engine_execute_node but we are "
+                           "currently running autograd.grad(). This is currently not supported.")
+    return node in running.deps
+
+
 class _Pass:
     """One backward pass: discovers the graph, then runs ready nodes in order."""
 
     def __init__(self, roots: list, targets: dict | None, *, accumulate: bool,
                  retain_graph: bool, create_graph: bool) -> None:
+        self.id = next(_pass_ids)
         self.roots = roots
         self.targets = targets          # edge -> tensor (backward inputs=) or None (grad)
         self.accumulate = accumulate
         self.retain_graph = retain_graph
         self.create_graph = create_graph
         self.captured: dict = {}
+        self.deps: dict = {}
+        self.runs: set | None = None    # with targets: the nodes whose backward is needed
+        self.fast = targets is None and not anomaly.state.enabled  # nodes may take the exit
+        self.release = not retain_graph
 
     # -- graph discovery -------------------------------------------------------------------
-    def _discover(self) -> tuple[dict, set | None]:
-        deps: dict[Node, int] = {}
-        stack = []
-        for (node, _), _g in self.roots:
-            if node not in deps:
-                deps[node] = 0
-                stack.append(node)
+    def _discover(self) -> None:
+        deps: dict[Node, int] = {self.root: 0}
+        stack = [self.root]
         while stack:
             node = stack.pop()
-            for child in node._next:  # a node, (node, output_nr) or None (see Node)
-                if child is not None:
+            for child in node._next:  # a node, (node, output_nr), None or False (see Node)
+                if child:
                     if child.__class__ is tuple:
                         child = child[0]
                     n = deps.get(child)
@@ -195,14 +238,14 @@ class _Pass:
                         stack.append(child)
                     else:
                         deps[child] = n + 1
-        if self.targets is None:
-            return deps, None
-        return self._prune(deps)
+        self.deps = deps
+        if self.targets is not None:
+            self._prune()
 
-    def _prune(self, deps: dict) -> tuple[dict, set]:
+    def _prune(self) -> None:
         """Keep only nodes from which a target is reachable; count dependencies among them."""
         target_nodes = {node for node, _ in self.targets}
-        pending = dict(deps)
+        pending = dict(self.deps)
         topo = []
         ready = [node for node, n in pending.items() if n == 0]
         while ready:
@@ -225,81 +268,35 @@ class _Pass:
             for child in _children(node):
                 if child in reach:
                     pruned[child] += 1
-        return pruned, runs
+        self.deps, self.runs = pruned, runs
 
     # -- execution -------------------------------------------------------------------------
     def run(self) -> dict:
-        deps, runs = self._discover()
-        buffers: dict[Node, list] = {}
-        for (node, nr), g in self.roots:
-            if node in deps:
-                _add_to_buffer(buffers, node, nr, g, self.create_graph)
-        heap: list = []
-        tick = 0
-        queued = set()
-        for (node, _), _g in self.roots:  # only roots can have no dependencies
-            if deps.get(node) == 0 and node not in queued:
-                queued.add(node)
-                heap.append((-node._seq, tick, node))
-                tick += 1
-        heapq.heapify(heap)
+        root = self.root = _GraphRoot(self.roots)
+        self._discover()
+        deps = self.deps
+        buffers: dict[Node, list] = {}  # node -> the gradients for its outputs, so far
         create_graph = self.create_graph
-        release = not self.retain_graph
-        plain = self.targets is None  # no pruning, no captures: the common fast path
-        pop, push = heapq.heappop, heapq.heappush
+        ready = _ReadyQueue()
         prev_mode = _mode.grad_enabled
-        _mode.grad_enabled = create_graph
+        _mode.grad_enabled = self.create_graph
         prev_err = np.seterr(all="ignore")  # 0 * inf in a backward is NaN, silently, as PyTorch
-        anomaly_on = anomaly.state.enabled
-        following = None  # a node to run next without going through the heap
+        stack = _stack()
+        stack.append(self)
         try:
-            while following is not None or heap:
+            following = root  # a ready node to run next without going through the queue
+            while following is not None or ready.nodes:
                 if following is not None:
                     node, following = following, None
                 else:
-                    node = pop(heap)[2]
-                grads = buffers.pop(node, None)
-                if not plain and node not in runs:
-                    if grads is not None:  # a capture target below which nothing is needed
-                        self._run_node(node, grads, runs)
-                    continue
-                outputs = None
-                if grads is not None:
-                    if plain and node._plain and not anomaly_on:
-                        # no hooks, no retain_grad, no anomaly mode: run the backward directly
-                        saved = node._saved
-                        if saved is _FREED:
-                            node.saved_tensors  # noqa: B018  (raises the "second time" error)
-                        outputs = node._backward(grads[0]) if len(grads) == 1 \
-                            else node._backward(*grads)
-                        if outputs.__class__ is not tuple:
-                            outputs = (outputs,)
-                        if len(outputs) != len(node._next):
-                            raise _count_error(node, outputs)
-                        if not create_graph:  # is a gradient passed through or returned
-                            n = len(outputs)  # twice? (see _unalias; the common cases inline)
-                            if n == 1:
-                                if outputs[0] is grads[0]:
-                                    outputs = _unalias(outputs, grads)
-                            elif n == 2 and len(grads) == 1:
-                                a, b = outputs
-                                g = grads[0]
-                                if a is g or b is g or (a is b and a is not None):
-                                    outputs = _unalias(outputs, grads)
-                            else:
-                                outputs = _unalias(outputs, grads)
-                        if release:
-                            if saved is not None:
-                                node._saved = _FREED
-                            # arrays kept on ctx: the node frees them (reading __dict__
-                            # creates it, so ops whose ctx is all slots skip the test)
-                            if not node._ctx_in_slots and node.__dict__:
-                                node._release()
-                    else:
-                        outputs = self._run_node(node, grads, runs)
-                ready = None
+                    node = ready.pop()
+                if node is root:
+                    outputs = root.grads
+                else:
+                    grads = buffers.pop(node, None)
+                    outputs = None if grads is None else self._run_node(node, grads)
                 for child, g in zip(node._next, outputs or _nones(len(node._next))):
-                    if child is None:
+                    if not child:  # an input that needs no gradient, or not a tensor
                         continue
                     nr = 0
                     if child.__class__ is tuple:  # an output other than the first
@@ -307,219 +304,207 @@ class _Pass:
                     n = deps.get(child)
                     if n is None:  # pruned (backward(inputs=...), grad): leads to no input
                         continue
-                    if g is not None:
+                    if g is not None:  # add it to what the child's output nr has got so far
                         buf = buffers.get(child)
                         if buf is None:
-                            if child._n_out == 1:
-                                buffers[child] = [g]
-                            else:
-                                buf = buffers[child] = [None] * child._n_out
-                                buf[nr] = g
-                        else:
-                            old = buf[nr]
-                            if old is None:
-                                buf[nr] = g
-                            elif create_graph:
-                                buf[nr] = old + g
-                            else:
-                                buf[nr] = wrap(old._data + g._data)
-                    n -= 1
-                    deps[child] = n
-                    if n == 0:
-                        if ready is not None:
-                            push(heap, (-ready._seq, tick, ready))
-                            tick += 1
-                        ready = child
-                if ready is not None:
-                    # PyTorch's order: the ready node with the highest sequence number runs
-                    # next. When nothing else is waiting, that is this one: skip the heap.
-                    if heap and heap[0][0] < -ready._seq:
-                        push(heap, (-ready._seq, tick, ready))
-                        tick += 1
-                    else:
-                        following = ready
+                            buf = buffers[child] = [None] * child._n_out
+                        old = buf[nr]
+                        if old is None:
+                            buf[nr] = g
+                        elif create_graph:
+                            buf[nr] = old + g
+                        else:  # a sum the engine made: owned by it
+                            total = buf[nr] = wrap(old._data + g._data)
+                            total._owned = True
+                    deps[child] = n - 1
+                    if n == 1:
+                        if following is not None:
+                            ready.push(following)
+                        following = child
+                # the node that just became ready is the next to run when nothing else waits
+                # (in a chain of ops, most of the time): then it skips the queue
+                if following is not None and ready.nodes:
+                    ready.push(following)
+                    following = None
         finally:
+            stack.pop()
             _mode.grad_enabled = prev_mode
             np.seterr(**prev_err)
         return self.captured
 
-    def _run_node(self, node: Node, grads: list, runs: set | None) -> tuple | None:
+    def _run_node(self, node: Node, grads: list) -> tuple | None:
+        """Run one node (see the module docstring); returns its input gradients, or None
+        when nothing flows on from it."""
+        if node._plain and self.fast:  # no hooks, no retained grad, nothing captured
+            outputs = node._apply(grads)
+            if self.release and node._saved is not None:
+                node._saved = FREED  # a second backward through this node raises
+            return outputs
         hooks_t = node._hooks_t
-        if type(node) is AccumulateGrad:
-            return self._run_leaf(node, grads[0])
         if hooks_t:
             for k, hooks in hooks_t.items():
-                if hooks and grads[k] is not None:
-                    grads[k] = run_tensor_hooks(hooks, grads[k])
+                if hooks:  # called with None when only a sibling output got a gradient
+                    g = grads[k] = run_tensor_hooks(hooks, grads[k])
+                    if g is not None:
+                        g._owned = False  # a hook may hold it
         if node._retain and self.accumulate:
             for k, ref in node._retain.items():
                 t = ref()
                 if t is not None and grads[k] is not None:
-                    if t._grad is None:
-                        _accumulate_grad(t, grads[k], self.create_graph)
-                    else:  # out of place, as PyTorch's retain_grad: a held .grad keeps its value
-                        t._grad = t._grad + grads[k]
+                    _store_retained(t, grads[k], self.create_graph)
         if self.targets is not None:
             if not self.accumulate:  # (backward(inputs=) non-leaves retain their grad, above)
                 for k, g in enumerate(grads):
                     edge = (node, k)
                     if edge in self.targets and g is not None:
                         self.captured[edge] = g
-            if node not in runs:
+            if node not in self.runs and not (self.accumulate and type(node) is AccumulateGrad):
                 if self.accumulate:  # the node of a backward input: PyTorch runs its hooks
                     self._run_unneeded(node, grads)
                 return None
         if not any(g is not None for g in grads):
             return None
         if node._pre_hooks:
-            for hook in tuple(node._pre_hooks.values()):
-                result = hook(tuple(grads))
-                if result is not None:
-                    grads = list(result)
+            grads = list(_run_node_hooks(node._pre_hooks, tuple(grads)))
+            for g in grads:
+                if g is not None:
+                    g._owned = False
         try:
-            outputs = node._run_backward(grads)
-            if not self.create_graph:
-                outputs = _unalias(outputs, grads)
+            outputs = node._apply(grads)
         except Exception:
             if node._trace is not None:
                 _warn_forward_trace(node)
             raise
-        if len(outputs) != len(node._next):
-            raise _count_error(node, outputs)
         if anomaly.state.enabled and anomaly.state.check_nan:
             _check_anomaly(node, outputs)
-        if node._post_hooks:
-            for hook in tuple(node._post_hooks.values()):
-                result = hook(tuple(outputs), tuple(grads))
-                if result is not None:
-                    outputs = tuple(result)
-        if not self.retain_graph:
-            node._release()
+        if node._post_hooks:  # they see one gradient per tensor input (see next_functions)
+            positions = node._input_positions()
+            grad_inputs = _run_node_hooks(node._post_hooks, tuple(outputs[i] for i in positions),
+                                          tuple(grads))
+            outputs = list(outputs)
+            for i, g in zip(positions, grad_inputs):
+                outputs[i] = g
+                if g is not None:
+                    g._owned = False
+            outputs = tuple(outputs)
+        if self.release and node._saved is not None:
+            node._saved = FREED
         return outputs
 
     def _run_unneeded(self, node: Node, grads: list) -> None:
         """A node none of whose outputs is needed: its hooks run (post-hooks see no gradients)
         and its saved tensors are released, as PyTorch does for a backward input's node."""
         if node._pre_hooks:
-            for hook in tuple(node._pre_hooks.values()):
-                result = hook(tuple(grads))
-                if result is not None:
-                    grads = list(result)
+            grads = list(_run_node_hooks(node._pre_hooks, tuple(grads)))
         if node._post_hooks:
-            for hook in tuple(node._post_hooks.values()):
-                hook((None,) * len(node._next), tuple(grads))
-        if not self.retain_graph:
-            node._release()
+            _run_node_hooks(node._post_hooks, (None,) * len(node._input_positions()),
+                            tuple(grads))
+        if self.release and node._saved is not None:
+            node._saved = FREED
 
-    def _run_leaf(self, node: AccumulateGrad, g: Tensor) -> None:
-        leaf = node.variable
-        if leaf._hooks:
-            g = run_tensor_hooks(leaf._hooks, g)
-        edge = (node, 0)
-        if self.targets is not None:
-            if edge not in self.targets:
-                return None
-            if not self.accumulate:
-                self.captured[edge] = g
-                return None
-        _accumulate_grad(leaf, g, self.create_graph, steal=not leaf._hooks)
-        if leaf._post_hooks:
-            for hook in tuple(leaf._post_hooks.values()):
-                result = hook(leaf)
-                if result is not None and result is not leaf:  # PyTorch accepts `p.add_(...)`
-                    if not isinstance(result, Tensor):
-                        raise TypeError(f"expected Variable, but hook returned "
-                                        f"'{type(result).__name__}'")
-                    raise RuntimeError("Tensor post accumulate grad hooks should return None.")
-        return None
+
+class _ReadyQueue:
+    """Nodes ready to run, the one with the highest sequence number first (the most recently
+    created; leaf sinks before all). Ties are broken as PyTorch's engine breaks them: this is
+    the binary heap of its ``std::priority_queue`` (libstdc++'s push_heap / pop_heap), so that
+    hooks on several leaves fire in PyTorch's order."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self) -> None:
+        self.nodes: list = []
+
+    def push(self, node: Node) -> None:
+        self.nodes.append(node)
+        self._sift_up(len(self.nodes) - 1, node)
+
+    def pop(self) -> Node:
+        heap = self.nodes
+        top = heap[0]
+        last = heap.pop()
+        n = len(heap)
+        if n == 0:
+            return top
+        # move the hole at the top down to a leaf along the larger children, then sift the
+        # last element up from there
+        hole = child = 0
+        while child < (n - 1) // 2:
+            child = 2 * (child + 1)
+            if heap[child]._seq < heap[child - 1]._seq:
+                child -= 1
+            heap[hole] = heap[child]
+            hole = child
+        if n % 2 == 0 and child == (n - 2) // 2:
+            child = 2 * (child + 1)
+            heap[hole] = heap[child - 1]
+            hole = child - 1
+        self._sift_up(hole, last)
+        return top
+
+    def _sift_up(self, hole: int, node: Node) -> None:
+        """Put ``node`` at ``hole`` or above it, below the first parent not lower than it."""
+        heap = self.nodes
+        seq = node._seq
+        while hole > 0:
+            parent = (hole - 1) // 2
+            if not heap[parent]._seq < seq:
+                break
+            heap[hole] = heap[parent]
+            hole = parent
+        heap[hole] = node
+
+
+class _GraphRoot(Node):
+    """Where a backward pass starts (as PyTorch's GraphRoot): its gradients are the roots'
+    gradients, its edges lead to the roots."""
+
+    __slots__ = ("grads",)
+
+    def __init__(self, roots: list) -> None:
+        self._next = tuple(node if nr == 0 else (node, nr) for (node, nr), _g in roots)
+        self._seq = ACC_SEQ + 1
+        self._saved = None
+        self.grads = tuple(g for _edge, g in roots)
 
 
 def _children(node: Node) -> list:
     """The nodes a node's backward feeds (its ``_next`` entries, see Node)."""
-    return [c[0] if c.__class__ is tuple else c for c in node._next if c is not None]
+    return [c[0] if c.__class__ is tuple else c for c in node._next if c]
 
 
 def _nones(n: int) -> tuple:
     return (None,) * n
 
 
-def _count_error(node: Node, outputs: tuple) -> RuntimeError:
-    return RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
-                        f"(expected {len(node._next)}, got {len(outputs)})")
-
-
-def _add_to_buffer(buffers: dict, node: Node, nr: int, g: Tensor, create_graph: bool) -> None:
-    buf = buffers.get(node)
-    if buf is None:
-        buf = buffers[node] = [None] * node._n_out
-    old = buf[nr]
-    if old is None:
-        buf[nr] = g
-    elif create_graph:
-        buf[nr] = old + g
+def _store_retained(t: Tensor, g: Tensor, create_graph: bool) -> None:
+    """``retain_grad``'s store: a copy (the gradient flows on), accumulated out of place, so
+    that a ``.grad`` the user holds keeps its value, as in PyTorch."""
+    if t._grad is None:
+        t._grad = g if create_graph else wrap(np.array(g._data, order="C"))
     else:
-        buf[nr] = wrap(old._data + g._data)
+        t._grad = t._grad + g
 
 
-def _accumulate_grad(t: Tensor, g: Tensor, create_graph: bool, steal: bool = False) -> None:
-    data = g._data
-    if data.shape != t._data.shape or data.dtype != t._data.dtype:
-        if data.size == t._data.size or data.ndim < t._data.ndim:
-            data = np.broadcast_to(data, t._data.shape).astype(t._data.dtype)
-        else:
-            raise RuntimeError(f"gradient of shape {tuple(data.shape)} and dtype {data.dtype} "
-                               f"cannot be accumulated into a tensor of shape "
-                               f"{tuple(t._data.shape)} and dtype {t._data.dtype}")
-        g = wrap(data)
-    old = t._grad
-    if old is None:
-        if create_graph:
-            t._grad = g
-        elif steal and data.base is None and data.flags.writeable and \
-                data.flags.c_contiguous and sys.getrefcount(data) <= _SOLE_OWNER:
-            t._grad = wrap(data)  # a fresh array nothing else holds: take it, as PyTorch does
-        else:  # copy, so that .grad never aliases memory another tensor may change
-            t._grad = wrap(np.array(data, order="C"))
-    elif create_graph or old._requires_grad:
-        t._grad = old + g
-    else:
-        try:
-            np.add(old._data, data, out=old._data)
-        except ValueError:  # a read-only or broadcast .grad set by the user
-            old._data = old._data + data
-        old._bump_version()
-
-
-# References to a gradient array held by exactly one tensor, as counted inside
-# _accumulate_grad: that tensor, the local name, and getrefcount's own argument.
-_SOLE_OWNER = 3
-
-
-def _unalias(outputs: tuple, grads: list) -> tuple:
-    """Give gradients that a backward passed through unchanged, or returned twice, their own
-    tensor objects: sharing then shows in the array's reference count, so a leaf never takes
-    memory that another tensor still uses."""
-    out = list(outputs)
-    for i in range(len(out)):
-        o = out[i]
-        if o is None:
+def _run_node_hooks(hooks: HookRegistry, values: tuple, *grad_outputs: tuple) -> tuple:
+    """Run a node's pre-hooks (``hook(grad_outputs)``) or post-hooks (``hook(grad_inputs,
+    grad_outputs)``) in order; a returned tuple (same length) replaces ``values``."""
+    for hook in tuple(hooks.values()):
+        result = hook(values, *grad_outputs)
+        if result is None:
             continue
-        shared = False
-        for x in grads:
-            if o is x:
-                shared = True
-                break
-        if not shared:
-            for j in range(i):
-                if o is out[j]:
-                    shared = True
-                    break
-        if shared:
-            out[i] = wrap(o._data)
-    return tuple(out)
+        if not isinstance(result, tuple):
+            raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+        if len(result) != len(values):
+            name = getattr(hook, "__name__", type(hook).__name__)
+            raise RuntimeError(f"hook '{name}' has returned an incorrect number of values "
+                               f"(got {len(result)}, but expected {len(values)})")
+        if grad_outputs and any(v is None and r is not None for v, r in zip(values, result)):
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+        values = result
+    return values
 
 
-def run_tensor_hooks(hooks: HookRegistry, grad: Tensor) -> Tensor:
+def run_tensor_hooks(hooks: HookRegistry, grad: Tensor | None) -> Tensor | None:
     """Run tensor hooks in order, each seeing the previous one's replacement; check returns."""
     for hook in tuple(hooks.values()):
         result = hook(grad)
@@ -528,10 +513,10 @@ def run_tensor_hooks(hooks: HookRegistry, grad: Tensor) -> Tensor:
         if not isinstance(result, Tensor):
             raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
         name = getattr(hook, "__name__", type(hook).__name__)
-        if result._data.shape != grad._data.shape:
+        if grad is not None and result._data.shape != grad._data.shape:
             raise RuntimeError(f"hook '{name}' has changed the size of value: expected "
                                f"{tuple(grad._data.shape)}, got {tuple(result._data.shape)}")
-        if result._data.dtype != grad._data.dtype:
+        if grad is not None and result._data.dtype != grad._data.dtype:
             was, got = grad.dtype, result.dtype
             raise RuntimeError(f"hook '{name}' has changed the type of value (was "
                                f"gradlog.{was.legacy_name} got gradlog.{got.legacy_name}): "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import warnings
 from typing import Any
 
 __all__ = [
@@ -63,6 +64,16 @@ class _GradMode:
     """Base of the grad-mode context managers: ``_enter`` sets the mode, exit restores it."""
 
     def __call__(self, func: Any) -> Any:
+        if inspect.isclass(func):  # as PyTorch: the class becomes a function that builds it
+            warnings.warn(
+                "Decorating classes is deprecated and will be disabled in future versions. You "
+                "should only decorate functions or methods. To preserve the current behavior of "
+                "class decoration, you can directly decorate the `__init__` method and nothing "
+                "else.", FutureWarning, stacklevel=2)
+            cls = func
+
+            def func(*args: Any, **kwargs: Any) -> Any:
+                return cls(*args, **kwargs)
         if inspect.isgeneratorfunction(func):
             return self._wrap_generator(func)
 

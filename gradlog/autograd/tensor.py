@@ -14,9 +14,11 @@ import numpy as np
 
 from ..utils.hooks import HookRegistry, RemovableHandle, register
 from . import dtypes
+from .grad_mode import INFERENCE
+from .grad_mode import mode as _mode_flags
 from .grad_mode import state as _mode
 
-__all__ = ["Tensor", "Size", "VersionCounter", "wrap"]
+__all__ = ["Tensor", "Size", "VersionCounter", "wrap", "is_inference"]
 
 _NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad "
@@ -59,7 +61,9 @@ class Tensor:
 
     # Hot attributes live in slots; rarely used ones are class-level defaults that an
     # instance overrides in its __dict__ only when needed (hooks, views, retained grads).
-    __slots__ = ("_data", "_requires_grad", "_grad_fn", "__dict__", "__weakref__")
+    # ``_owned``: nobody but this tensor holds its array (set by the op or the engine that
+    # made it; see accumulate_grad), so backward may give it to ``.grad`` as it is.
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_owned", "__dict__", "__weakref__")
 
     _output_nr = 0
     _grad = None
@@ -68,8 +72,10 @@ class Tensor:
     _post_hooks: HookRegistry | None = None
     _retains_grad = False
     _grad_acc = None
-    _base: Tensor | None = None
-    _view_chain: tuple = ()
+    _base: Tensor | None = None     # views (see views.py): the root base,
+    _view_chain: tuple = ()         # how to recreate the view from it,
+    _view_version = 0               # the shared version when the grad_fn was set,
+    _made_in_inference = False      # made in inference mode of a normal tensor
     _inference = False
 
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to Tensor's reflected ops
@@ -79,6 +85,9 @@ class Tensor:
         self._data = legacy_tensor_data(args)
         self._requires_grad = False
         self._grad_fn = None
+        self._owned = False
+        if _mode_flags() & INFERENCE:
+            self._inference = True
 
     # -- attributes --------------------------------------------------------------------
     @property
@@ -128,7 +137,15 @@ class Tensor:
 
     @property
     def grad_fn(self) -> Any:
+        if self._base is not None:
+            from .views import refresh_view
+            refresh_view(self)
         return self._grad_fn
+
+    @property
+    def output_nr(self) -> int:
+        """Which output of its grad_fn this tensor is."""
+        return self._output_nr
 
     @property
     def is_leaf(self) -> bool:
@@ -265,6 +282,7 @@ class Tensor:
         new._data = self._data.copy()
         new._requires_grad = self._requires_grad
         new._grad_fn = None
+        new._owned = False
         if self._grad is not None:
             new._grad = self._grad.__deepcopy__(memo)
         for key, value in self.__dict__.items():
@@ -289,8 +307,15 @@ class Tensor:
         return self
 
     def detach(self) -> Tensor:
-        """A new leaf sharing memory and the version counter, with ``requires_grad=False``."""
-        out = wrap(self._data)
+        """A new leaf sharing memory and the version counter, with ``requires_grad=False``
+        (a view: an inference tensor only if this one is)."""
+        out = _new(Tensor)
+        out._data = self._data
+        out._requires_grad = False
+        out._grad_fn = None
+        out._owned = False
+        if self._inference:
+            out._inference = True
         vc = self._vc
         if vc is None:
             vc = self._vc = VersionCounter()
@@ -298,7 +323,14 @@ class Tensor:
         return out
 
     def detach_(self) -> Tensor:
-        """Make this tensor a leaf that does not require grad, in place."""
+        """Make this tensor a leaf that does not require grad, in place (not for views)."""
+        if self._base is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution.")
         self._grad_fn = None
         self._requires_grad = False
         self.__dict__.pop("_output_nr", None)
@@ -308,9 +340,9 @@ class Tensor:
         """Keep this non-leaf tensor's gradient in ``.grad`` after backward (after its hooks)."""
         if not self._requires_grad:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if self._grad_fn is None or self._retains_grad:
+        node = self.grad_fn
+        if node is None or self._retains_grad:
             return
-        node = self._grad_fn
         if node._retain is None:
             node._retain = {}
             node._plain = False
@@ -326,15 +358,11 @@ class Tensor:
         """
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node = self.grad_fn
         hooks = self._hooks
-        if hooks is None:
-            hooks = self._hooks = HookRegistry()
-            node = self._grad_fn
-            if node is not None:  # non-leaf: the hooks belong to the node that made the tensor
-                if node._hooks_t is None:
-                    node._hooks_t = {}
-                    node._plain = False
-                node._hooks_t[self._output_nr] = hooks
+        if hooks is None:  # a non-leaf's hooks belong to the node that made it (its output)
+            hooks = self._hooks = HookRegistry() if node is None else \
+                node._tensor_hooks(self._output_nr)
         return register(hooks, hook)
 
     def register_post_accumulate_grad_hook(self, hook: Any) -> RemovableHandle:
@@ -386,19 +414,33 @@ class Tensor:
 
 
 _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_grad",
-                             "_grad_acc", "_base", "_view_chain", "_output_nr"})
+                             "_grad_acc", "_base", "_view_chain", "_view_version",
+                             "_made_in_inference", "_output_nr"})
 
 
 def wrap(data: np.ndarray) -> Tensor:
-    """A new leaf tensor around ``data`` (no copy, no checks): the engine's constructor."""
+    """A new leaf tensor around ``data`` (no copy, no checks): the engine's constructor. In
+    inference mode it is an inference tensor, as every tensor created there."""
     t = _new(Tensor)
     t._data = data
     t._requires_grad = False
     t._grad_fn = None
+    t._owned = False
+    if _mode_flags() & INFERENCE:
+        t._inference = True
     return t
 
 
 _new = object.__new__
+
+
+def is_inference(input: Tensor) -> bool:
+    """Whether ``input`` is an inference tensor: created in inference mode (and not a view of a
+    normal tensor made there)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"is_inference(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(input).__name__}")
+    return input._inference
 
 
 def _wrap_dim(dim: int, ndim: int) -> int:

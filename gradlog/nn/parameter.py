@@ -25,6 +25,7 @@ class Parameter(Tensor):
         self._data = arr
         self._grad_fn = None
         self._requires_grad = False
+        self._owned = False
         if requires_grad:
             self.requires_grad_(True)
 
@@ -48,4 +49,5 @@ class Buffer(Tensor):
         self._data = arr
         self._grad_fn = None
         self._requires_grad = False
+        self._owned = False
         self.persistent = persistent

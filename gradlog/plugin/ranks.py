@@ -10,7 +10,6 @@ TensorBoard shows them next to the run under the same tags.
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -18,13 +17,14 @@ from typing import Any
 import numpy as np
 
 from ..engines.base import REDUCTIONS
+from ..tensorboard import storage
 
 __all__ = ["RankedWriters", "rank_run_dir"]
 
 
 def rank_run_dir(logdir: str, rank: int) -> str:
     """The sub-run of rank ``rank`` in the run directory ``logdir``."""
-    return os.path.join(logdir, f"rank{rank}")
+    return storage.join(logdir, f"rank{rank}")
 
 
 class RankedWriters:

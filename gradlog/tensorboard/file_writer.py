@@ -1,5 +1,10 @@
 """``FileWriter``: PyTorch's object for one run directory's event file (``SummaryWriter``'s
 ``file_writer`` and the values of its ``all_writers``), over gradlog's :class:`EventFileWriter`.
+
+With a :class:`~.worker.BackgroundWorker` (``SummaryWriter(background=True)``, the default),
+every event goes through the worker's queue while it holds anything, so events reach the file
+in the order they were logged; summaries added with :meth:`FileWriter.add_summary_later` are
+built on the worker.
 """
 
 from __future__ import annotations
@@ -23,27 +28,57 @@ class FileWriter:
         flush_secs: flush pending events at least this often.
         filename_suffix: appended to the event file's name.
         purge_step: hide an earlier session's events at steps ``>= purge_step``.
+        worker: the background worker that encodes and writes (None: the caller does).
     """
 
     def __init__(self, log_dir, max_queue: int = 10, flush_secs: float = 120,
-                 filename_suffix: str = "", *, purge_step: int | None = None) -> None:
+                 filename_suffix: str = "", *, purge_step: int | None = None,
+                 worker=None) -> None:
         self._settings = (os.fspath(log_dir), max_queue, flush_secs, filename_suffix)
-        self.event_writer = EventFileWriter(*self._settings, purge_step=purge_step)
+        self._worker = worker
+        self.event_writer = EventFileWriter(*self._settings, purge_step=purge_step,
+                                            uploader=worker)
 
     def get_logdir(self) -> str:
         """The directory the event file is in."""
         return self.event_writer.log_dir
+
+    def write(self, payload: bytes) -> None:
+        """Queue one serialized ``Event``, after everything logged before it."""
+        worker = self._worker
+        if worker is None or worker.idle:
+            self.event_writer.write(payload)
+        else:
+            worker.submit(self.event_writer.write, (payload,), len(payload))
 
     def add_event(self, event: Event, step=None, walltime=None) -> None:
         """Queue ``event``, setting its wall time (default now) and, if given, its step."""
         event.wall_time = time.time() if walltime is None else float(walltime)
         if step is not None:
             event.step = int(step)
-        self.event_writer.write(event.SerializeToString())
+        self.write(event.SerializeToString())
 
     def add_summary(self, summary, global_step=None, walltime=None) -> None:
         """Queue ``summary`` in an ``Event`` at ``global_step`` (0 when None)."""
         self.add_event(Event(summary=summary), global_step, walltime)
+
+    def add_summary_later(self, build, args: tuple, global_step=None, walltime=None,
+                          nbytes: int = 0, what: str = "") -> None:
+        """Queue the ``Summary`` that ``build(*args)`` returns, built on the background worker
+        (at once without one). The step and wall time are taken now; ``args`` must be the
+        caller's own copies, ``nbytes`` their size; ``what`` names the call in an error."""
+        step = 0 if global_step is None else int(global_step)
+        wall_time = time.time() if walltime is None else float(walltime)
+        if self._worker is None:
+            self._write_built(build, args, step, wall_time)
+        else:
+            self._worker.submit(self._write_built, (build, args, step, wall_time), nbytes, what)
+
+    def _write_built(self, build, args: tuple, step: int, wall_time: float) -> None:
+        summary = build(*args)
+        if summary is not None:
+            event = Event(wall_time=wall_time, step=step, summary=summary)
+            self.event_writer.write(event.SerializeToString())
 
     def add_graph(self, graph_profile, walltime=None) -> None:
         """Queue a ``(GraphDef, RunMetadata)`` pair: the graph and its run metadata."""
@@ -58,14 +93,20 @@ class FileWriter:
 
     def flush(self) -> None:
         """Write every pending event to the file."""
+        if self._worker is not None:
+            self._worker.drain()
         self.event_writer.flush()
 
     def close(self) -> None:
         """Flush and close the file (idempotent)."""
-        self.event_writer.close()
+        try:
+            if self._worker is not None:
+                self._worker.drain()
+        finally:
+            self.event_writer.close()
 
     def reopen(self) -> None:
         """After :meth:`close`, continue in a new event file in the same directory (no-op
         while open)."""
         if self.event_writer.closed:
-            self.event_writer = EventFileWriter(*self._settings)
+            self.event_writer = EventFileWriter(*self._settings, uploader=self._worker)

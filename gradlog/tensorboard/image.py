@@ -14,7 +14,8 @@ import io
 import numpy as np
 from tensorboard.compat.proto.summary_pb2 import Summary
 
-__all__ = ["to_hwc", "to_uint8", "make_grid", "encode_png", "image_summary", "figure_to_chw"]
+__all__ = ["to_hwc", "to_uint8", "make_grid", "encode_png", "image_pixels", "pixels_summary",
+           "image_summary", "figure_to_chw"]
 
 
 def _check_format(array: np.ndarray, dataformats: str, allowed: str) -> str:
@@ -88,13 +89,22 @@ def encode_png(hwc: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def image_summary(tag: str, array: np.ndarray, dataformats: str = "CHW") -> Summary:
-    """A legacy ``Summary.Image`` (what PyTorch writes) for one image or a batch."""
-    hwc = to_uint8(to_hwc(np.asarray(array), dataformats))
+def image_pixels(array: np.ndarray, dataformats: str = "CHW") -> np.ndarray:
+    """One image or a batch (as a grid) as (H, W, 3 | 4) uint8 pixels; checks the layout."""
+    return to_uint8(to_hwc(np.asarray(array), dataformats))
+
+
+def pixels_summary(tag: str, hwc: np.ndarray) -> Summary:
+    """A legacy ``Summary.Image`` (what PyTorch writes) of (H, W, 3 | 4) uint8 pixels."""
     height, width, channels = hwc.shape
     image = Summary.Image(height=height, width=width, colorspace=channels,
                           encoded_image_string=encode_png(hwc))
     return Summary(value=[Summary.Value(tag=tag, image=image)])
+
+
+def image_summary(tag: str, array: np.ndarray, dataformats: str = "CHW") -> Summary:
+    """A legacy ``Summary.Image`` for one image or a batch."""
+    return pixels_summary(tag, image_pixels(array, dataformats))
 
 
 def figure_to_chw(figures, close: bool = True) -> np.ndarray:

@@ -2,27 +2,31 @@
 start afresh in a forked child.
 
 Every open :class:`~gradlog.tensorboard.event_file.EventFileWriter` registers here (by weak
-reference: a writer the program dropped is flushed by its own ``__del__``). Four mechanisms:
+reference: a writer the program dropped is flushed by its own ``__del__``), and so does every
+running :class:`~gradlog.tensorboard.worker.BackgroundWorker`, whose pending jobs are always
+finished before the files are flushed. Four mechanisms:
 
-* **Exit.** An ``atexit`` hook closes every open writer. A write error is re-raised there, so
-  Python prints it; it is never swallowed.
-* **Signals.** While at least one writer is open, SIGINT and SIGTERM handlers flush all writers
-  and then chain to the handler that was installed before (Python's ``KeyboardInterrupt``, a
-  program's own handler, or the default action, which we re-deliver so the exit status still says
-  "killed by SIGTERM"). They are installed only from the main thread, and the previous handlers
-  are restored when the last writer closes unless someone installed another handler since.
-  If the signal arrives while the main thread is inside a writer's critical section, a flush
-  would wait for a lock that thread holds, or see a half-updated queue, so the handler only
-  records the work; the writer runs it as soon as it leaves (:func:`run_deferred`). A program
-  that handles SIGINT/SIGTERM itself (``gradlog train``) says so with
+* **Exit.** An ``atexit`` hook finishes every worker's jobs, then closes every open writer. A
+  write error is re-raised there, so Python prints it; it is never swallowed.
+* **Signals.** While at least one writer is open, SIGINT and SIGTERM handlers finish the workers'
+  jobs, flush all writers and then chain to the handler that was installed before (Python's
+  ``KeyboardInterrupt``, a program's own handler, or the default action, which we re-deliver so
+  the exit status still says "killed by SIGTERM"). They are installed only from the main thread,
+  and the previous handlers are restored when the last writer closes unless someone installed
+  another handler since. If the signal arrives while the main thread is inside a writer's or a
+  worker's critical section (:func:`enter_critical`), a flush would wait for a lock that thread
+  holds, or see a half-updated queue, so the handler only records the signal; the section runs
+  it as soon as it ends (:func:`leave_critical`).
+  A program that handles SIGINT/SIGTERM itself (``gradlog train``) says so with
   :func:`signals_owned_by_program`: writers then install nothing, and the program's handler
   uses :func:`call_outside_writers` for whatever must not run inside a writer.
 * **Idle flushing.** One daemon thread flushes writers whose oldest pending event is older than
   their ``flush_secs``, so data reaches the disk even when the training loop stops logging.
   An error there is kept by the writer and raised by its next call.
-* **Fork.** In a forked child, every writer drops the records the parent still owns and will
-  write to a new file (named with the child's pid) if the child logs anything; the idle flusher
-  thread, which a fork does not copy, starts again when that happens.
+* **Fork.** In a forked child, every writer and worker drops the records and jobs the parent
+  still owns and will write to a new file (named with the child's pid) if the child logs
+  anything; the idle flusher and worker threads, which a fork does not copy, start again when
+  that happens.
 """
 
 from __future__ import annotations
@@ -36,10 +40,12 @@ import threading
 import time
 import weakref
 
-__all__ = ["register", "unregister", "run_deferred", "deferred_signals", "main_thread",
+__all__ = ["register", "unregister", "register_worker", "unregister_worker", "enter_critical",
+           "leave_critical", "run_deferred", "deferred_signals", "main_thread",
            "call_outside_writers", "signals_owned_by_program"]
 
 _writers: weakref.WeakSet = weakref.WeakSet()
+_workers: weakref.WeakSet = weakref.WeakSet()
 _lock = threading.Lock()
 _wake = threading.Event()
 _flusher: threading.Thread | None = None
@@ -83,6 +89,38 @@ def unregister(writer) -> None:
         empty = not _writers
     if empty:
         _restore_signal_handlers()
+
+
+def register_worker(worker) -> None:
+    """Track a running background worker: its jobs are finished before files are flushed."""
+    with _lock:
+        _workers.add(worker)
+
+
+def unregister_worker(worker) -> None:
+    with _lock:
+        _workers.discard(worker)
+
+
+_get_ident = threading.get_ident
+
+
+def enter_critical() -> bool:
+    """Start a critical section (a writer's or worker's lock held, its queue half-updated):
+    a signal arriving on the main thread inside it is handled when it ends. Returns whether
+    this is the main thread, for :func:`leave_critical`."""
+    main = _get_ident() == main_thread.ident
+    if main:
+        main_thread.busy += 1
+    return main
+
+
+def leave_critical(main: bool) -> None:
+    """End a critical section; run the signals that arrived inside it."""
+    if main:
+        main_thread.busy -= 1
+        if deferred_signals and not main_thread.busy:
+            run_deferred()
 
 
 def run_deferred() -> None:
@@ -190,7 +228,10 @@ def _chain(signum, frame) -> None:
 
 def _flush_all(reason: str) -> None:
     # NOTE: in a signal handler an OSError must not replace the signal's own effect, so it is
-    # printed (the data stays queued and close() at exit reports it again).
+    # printed (the data stays queued and close() at exit reports it again). A worker's job
+    # error stays with the worker, for the program's next call.
+    for worker in list(_workers):
+        worker.drain(raise_error=False)
     for writer in list(_writers):
         try:
             writer.flush()
@@ -204,6 +245,14 @@ def _close_all_at_exit() -> None:
     _stopped = True
     _wake.set()
     first = None
+    for worker in list(_workers):
+        try:
+            worker.stop()
+        except Exception as error:  # noqa: BLE001 - a job's error: report the first one
+            if first is None:
+                first = error
+            else:
+                print(f"gradlog: a background writer job failed: {error!r}", file=sys.stderr)
     for writer in list(_writers):
         try:
             writer.close()
@@ -223,6 +272,9 @@ def _after_fork_in_child() -> None:
     _flusher = None
     deferred_signals.clear()
     main_thread.__init__()  # the forking thread is the child's main thread
+    for worker in list(_workers):
+        worker.after_fork_in_child()
+    _workers.clear()  # a worker registers again when its thread starts
     for writer in list(_writers):
         writer.after_fork_in_child()  # it registers again (starting a flusher) when it writes
 

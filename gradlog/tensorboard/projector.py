@@ -5,7 +5,8 @@ points at ``<step:05d>/<tag>/tensors.tsv`` (one row of tab-separated floats per 
 optional ``metadata.tsv`` (one label per line, or a header row and tab-separated columns) and an
 optional ``sprite.png`` (the points' images tiled in a square). The config lists every embedding
 the writer logged, so it is rewritten on each call, through a temporary file and a rename so a
-reader never sees half of it.
+reader never sees half of it. A run directory on an object store gets each file published whole
+(:func:`.storage.publish_bytes`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from . import storage
 from .image import encode_png, make_grid, to_uint8
 
 __all__ = ["add_embedding"]
@@ -29,6 +31,8 @@ def _escape(tag: str) -> str:
 
 
 def _write(path: str, data: bytes) -> None:
+    if storage.is_url(path):
+        return storage.publish_bytes(path, data)
     temporary = path + ".tmp"
     with open(temporary, "wb") as file:
         file.write(data)
@@ -83,20 +87,22 @@ def add_embedding(log_dir: str, config, mat: np.ndarray, metadata=None, label_im
                              f"got shape {label_img.shape}")
     step = 0 if global_step is None else int(global_step)
     subdir = f"{str(step).zfill(5)}/{_escape(tag)}"
-    save_path = os.path.join(log_dir, subdir)
-    if os.path.isdir(save_path):
+    save_path = storage.join(log_dir, *subdir.split("/"))
+    remote = storage.is_url(save_path)
+    if storage.isdir(save_path) if remote else os.path.isdir(save_path):
         warnings.warn(f"embedding directory {save_path} exists; did you set global_step?",
                       UserWarning, stacklevel=3)
-    os.makedirs(save_path, exist_ok=True)
+    if not remote:
+        os.makedirs(save_path, exist_ok=True)
     rows = ["\t".join(repr(x) for x in row) for row in mat.astype(np.float64).tolist()]
-    _write(os.path.join(save_path, "tensors.tsv"), ("\n".join(rows) + "\n").encode("ascii"))
+    _write(storage.join(save_path, "tensors.tsv"), ("\n".join(rows) + "\n").encode("ascii"))
     info = config.embeddings.add(tensor_name=f"{tag}:{str(step).zfill(5)}",
                                  tensor_path=f"{subdir}/tensors.tsv")
     if metadata is not None:
-        _write(os.path.join(save_path, "metadata.tsv"), _metadata_tsv(metadata, metadata_header))
+        _write(storage.join(save_path, "metadata.tsv"), _metadata_tsv(metadata, metadata_header))
         info.metadata_path = f"{subdir}/metadata.tsv"
     if label_img is not None:
-        _write(os.path.join(save_path, "sprite.png"), _sprite_png(label_img))
+        _write(storage.join(save_path, "sprite.png"), _sprite_png(label_img))
         info.sprite.image_path = f"{subdir}/sprite.png"
         info.sprite.single_image_dim.extend([label_img.shape[3], label_img.shape[2]])
-    _write(os.path.join(log_dir, CONFIG_NAME), text_format.MessageToString(config).encode())
+    _write(storage.join(log_dir, CONFIG_NAME), text_format.MessageToString(config).encode())

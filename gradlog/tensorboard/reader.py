@@ -9,6 +9,7 @@ it, so it is reported with the file, the record's index and its byte offset.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 from collections.abc import Iterator
@@ -32,12 +33,13 @@ class DamagedRecord(ValueError):
         super().__init__(f"{path}: record {index} (at byte {offset}) is damaged: {reason}")
 
 
-def read_records(path: str | os.PathLike, end: int | None = None) -> Iterator[bytes]:
+def read_records(path, end: int | None = None, fileobj=None) -> Iterator[bytes]:
     """The payloads of the records of ``path`` (of its first ``end`` bytes, when given), in
-    order. A torn last record ends the iteration; a damaged one raises :class:`DamagedRecord`.
+    order; read from ``fileobj`` (a binary file) when given, ``path`` then only names it. A
+    torn last record ends the iteration; a damaged one raises :class:`DamagedRecord`.
     """
     path = os.fspath(path)
-    with open(path, "rb") as f:
+    with (contextlib.nullcontext(fileobj) if fileobj is not None else open(path, "rb")) as f:
         offset, index = 0, 0
         while end is None or offset < end:
             header = f.read(_HEADER)

@@ -12,11 +12,13 @@ before that point at steps ``>= T`` are the ones a resumed writer writes again, 
 from __future__ import annotations
 
 import errno
+import io
 import os
 import posixpath
 
 from tensorboard.compat.proto.event_pb2 import Event
 
+from . import storage
 from .reader import read_records
 
 __all__ = ["events_to_replay"]
@@ -29,17 +31,37 @@ def events_to_replay(log_dir: str, positions: dict[str, int], step: int) -> dict
     damaged record, raises an error naming the file."""
     replay: dict[str, list[bytes]] = {}
     for rel, end in sorted(positions.items()):
-        path = os.path.join(log_dir, *rel.split("/"))
-        if not os.path.isfile(path):
-            raise FileNotFoundError(errno.ENOENT, "event file written before the checkpoint "
-                                    "is missing", path)
-        size = os.path.getsize(path)
-        if size < int(end):
-            raise ValueError(f"{path}: {size} bytes, but {int(end)} were on disk when the "
-                             "checkpoint was taken")
-        keep = replay.setdefault(posixpath.dirname(rel), [])
-        for payload in read_records(path, int(end)):
-            event = Event.FromString(payload)
-            if event.step >= step and event.WhichOneof("what") == "summary":
-                keep.append(payload)
+        path, source = _open(storage.join(log_dir, *rel.split("/")))
+        with source:
+            size = source.seek(0, io.SEEK_END)
+            source.seek(0)
+            if size < int(end):
+                raise ValueError(f"{path}: {size} bytes, but {int(end)} were on disk when the "
+                                 "checkpoint was taken")
+            keep = replay.setdefault(posixpath.dirname(rel), [])
+            keep += _summaries_from(path, source, int(end), step)
     return replay
+
+
+def _open(path: str):
+    """``(path, binary file)``: a local file, or an object's bytes (fetched whole)."""
+    missing = FileNotFoundError(errno.ENOENT, "event file written before the checkpoint is "
+                                "missing", path)
+    if storage.is_url(path):
+        try:
+            return path, io.BytesIO(storage.read_bytes(path))
+        except FileNotFoundError:
+            raise missing from None
+    path = storage.local_path(path)
+    if not os.path.isfile(path):
+        raise missing
+    return path, open(path, "rb")
+
+
+def _summaries_from(path: str, source, end: int, step: int) -> list[bytes]:
+    keep = []
+    for payload in read_records(path, end, source):
+        event = Event.FromString(payload)
+        if event.step >= step and event.WhichOneof("what") == "summary":
+            keep.append(payload)
+    return keep

@@ -17,7 +17,7 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 
 from .image import to_uint8
 
-__all__ = ["video_frames", "encode_gif", "video_summary"]
+__all__ = ["video_frames", "check_fps", "encode_gif", "frames_summary", "video_summary"]
 
 
 def video_frames(vid_tensor: np.ndarray) -> np.ndarray:
@@ -39,12 +39,16 @@ def video_frames(vid_tensor: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(grid.reshape(t, rows * h, cols * w, c))
 
 
+def check_fps(fps: float) -> None:
+    if not fps > 0:
+        raise ValueError(f"add_video: fps must be positive, got {fps}")
+
+
 def encode_gif(frames: np.ndarray, fps: float) -> bytes:
     """An animated GIF of ``(T, H, W, 1 | 3)`` uint8 frames that loops forever."""
     from PIL import Image
 
-    if fps <= 0:
-        raise ValueError(f"add_video: fps must be positive, got {fps}")
+    check_fps(fps)
     mode = "L" if frames.shape[3] == 1 else "RGB"
     images = [Image.fromarray(frame[:, :, 0] if mode == "L" else frame, mode)
               for frame in frames]
@@ -54,10 +58,15 @@ def encode_gif(frames: np.ndarray, fps: float) -> bytes:
     return buffer.getvalue()
 
 
-def video_summary(tag: str, vid_tensor, fps: float = 4) -> Summary:
-    """One (tiled) animated GIF of ``(N, T, C, H, W)`` clips."""
-    frames = video_frames(vid_tensor)
+def frames_summary(tag: str, frames: np.ndarray, fps: float = 4) -> Summary:
+    """One animated GIF of ``(T, H, W, C)`` uint8 frames (from :func:`video_frames`)."""
     _, height, width, channels = frames.shape
     image = Summary.Image(height=height, width=width, colorspace=channels,
                           encoded_image_string=encode_gif(frames, fps))
     return Summary(value=[Summary.Value(tag=tag, image=image)])
+
+
+def video_summary(tag: str, vid_tensor, fps: float = 4) -> Summary:
+    """One (tiled) animated GIF of ``(N, T, C, H, W)`` clips."""
+    check_fps(fps)
+    return frames_summary(tag, video_frames(vid_tensor), fps)

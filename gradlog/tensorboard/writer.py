@@ -10,6 +10,12 @@ are flushed at exit and on SIGINT/SIGTERM, and write errors are raised, naming t
 ``purge_step`` also hides the earlier sessions' steps in the ``add_scalars`` and ``add_hparams``
 runs this writer creates (PyTorch's purge misses them); ``sync()`` and ``replay`` let a run
 resumed from a checkpoint keep what was logged before the checkpoint at its step.
+
+Threads: with ``background=True`` (the default) the caller's thread only checks the arguments and
+copies the values; a :class:`~.worker.BackgroundWorker` computes histograms, encodes images and
+videos, and writes, in the order of the calls; on an object store it also uploads the segments
+that close (:mod:`.storage`). The other builders are cheap and run on the caller; only their
+writing waits its turn.
 """
 
 from __future__ import annotations
@@ -18,14 +24,18 @@ import os
 import socket
 import time
 import warnings
+import weakref
 from datetime import datetime
 
+import numpy as np
 from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 
+from . import storage
 from . import summary as _summary
 from .convert import clean_tag, to_float, to_numpy
 from .file_writer import FileWriter
-from .histogram import histogram_proto, tensorflow_edges
+from .histogram import check_arguments, histogram_proto, tensorflow_edges
+from .worker import BackgroundWorker
 
 __all__ = ["SummaryWriter"]
 
@@ -39,21 +49,28 @@ class SummaryWriter:
         purge_step: when resuming a run at step T, hide the earlier session's events at steps
             ``>= T`` (both TensorBoard loaders), in this directory and in every ``add_scalars``
             or ``add_hparams`` run this writer creates below it.
-        max_queue: flush once this many events are pending (a crash loses fewer).
+        max_queue: flush once this many events are pending (a crash loses fewer); with
+            ``background``, also the most calls that wait for the background thread.
         flush_secs: flush pending events at least this often.
         filename_suffix: appended to event file names.
         replay: what :meth:`sync` returned when the checkpoint the run resumes from (at
             ``purge_step``) was taken: the events at steps ``>= purge_step`` that were on disk
             then are written again (byte for byte), so the purge hides only what came after.
+        background: compute histograms, encode images and write on one background thread,
+            in call order (the caller only copies the values); False does it all in the call.
+        max_queue_bytes: with ``background``, the most bytes of copied values that wait; a call
+            that would exceed this or ``max_queue`` waits (counted in :attr:`queue_waits`).
 
     Every ``add_*`` method takes ``global_step`` (``Event.step``; 0 when None) and ``walltime``
     (seconds since the epoch; default ``time.time()``). Values may be gradlog or PyTorch
-    tensors, numpy arrays or Python numbers. A write error raises ``OSError`` naming the file.
+    tensors, numpy arrays or Python numbers. A write error raises ``OSError`` naming the file
+    (with ``background``, from the next call, ``flush()`` or ``close()``).
     """
 
     def __init__(self, log_dir=None, comment: str = "", purge_step: int | None = None,
-                 max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "",
-                 replay: dict[str, int] | None = None) -> None:
+                 max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "", *,
+                 replay: dict[str, int] | None = None, background: bool = True,
+                 max_queue_bytes: int = 64 << 20) -> None:
         if replay and purge_step is None:
             raise ValueError("replay needs purge_step: the step of the checkpoint it was "
                              "recorded at")
@@ -73,15 +90,33 @@ class SummaryWriter:
         self._projector = None
         self._nonfinite_tags: set[str] = set()
         self._sub_run_purge_step = purge_step  # for each add_scalars/add_hparams run created
+        self._worker = None
+        if background:
+            self._worker = BackgroundWorker(max_queue, max_queue_bytes)
+            weakref.finalize(self, self._worker.stop_when_done)  # dropped: let its thread end
         self._get_file_writer()
         if replay:
             self._replay(replay, int(purge_step))
 
+    @property
+    def queue_waits(self) -> int:
+        """How many calls so far waited because the background queue was full (0 without
+        ``background``)."""
+        return 0 if self._worker is None else self._worker.waits
+
+    @property
+    def queue_wait_seconds(self) -> float:
+        """How long those calls waited in total, in seconds."""
+        return 0.0 if self._worker is None else self._worker.wait_seconds
+
+    def _new_file_writer(self, log_dir, purge_step: int | None = None) -> FileWriter:
+        return FileWriter(log_dir, self.max_queue, self.flush_secs, self.filename_suffix,
+                          purge_step=purge_step, worker=self._worker)
+
     def _get_file_writer(self) -> FileWriter:
         # After close(), the next add_* starts a new file in the same directory, as in PyTorch.
         if self.all_writers is None or self.file_writer is None:
-            self.file_writer = FileWriter(self.log_dir, self.max_queue, self.flush_secs,
-                                          self.filename_suffix, purge_step=self.purge_step)
+            self.file_writer = self._new_file_writer(self.log_dir, self.purge_step)
             self.all_writers = {self.file_writer.get_logdir(): self.file_writer}
             self.purge_step = None
         return self.file_writer
@@ -90,9 +125,8 @@ class SummaryWriter:
         """The open writer of an ``add_scalars`` run (created on first use)."""
         writer = self.all_writers.get(run_dir)
         if writer is None:
-            writer = FileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix,
-                                purge_step=self._sub_run_purge_step)
-            self.all_writers[run_dir] = writer
+            writer = self.all_writers[run_dir] = self._new_file_writer(
+                run_dir, self._sub_run_purge_step)
         return writer
 
     def _replay(self, positions: dict[str, int], step: int) -> None:
@@ -101,9 +135,16 @@ class SummaryWriter:
         base = self._get_file_writer().get_logdir()
         for run, payloads in events_to_replay(base, positions, step).items():
             writer = self._get_file_writer() if not run else \
-                self._sub_run_writer(os.path.join(base, *run.split("/")))
+                self._sub_run_writer(storage.join(base, *run.split("/")))
             for payload in payloads:
-                writer.event_writer.write(payload)
+                writer.write(payload)
+
+    def _copy(self, array: np.ndarray, source=None) -> np.ndarray:
+        """``array`` as the caller's own copy when a background thread will read it later."""
+        if self._worker is not None and (source is None
+                                         or np.may_share_memory(array, source)):
+            return np.array(array, copy=True)
+        return array
 
     def _emit(self, summary: Summary, global_step, walltime, writer=None) -> None:
         (writer or self._get_file_writer()).add_summary(summary, global_step, walltime)
@@ -131,7 +172,12 @@ class SummaryWriter:
             scalar_value if type(scalar_value) is float else to_float(scalar_value),
             0 if global_step is None else int(global_step),
             time.time() if walltime is None else float(walltime))
-        (self.file_writer or self._get_file_writer()).event_writer.write(payload)
+        writer = self.file_writer or self._get_file_writer()
+        worker = self._worker
+        if worker is None or worker.idle:  # (FileWriter.write, inlined: every scalar's path)
+            writer.event_writer.write(payload)
+        else:
+            writer.write(payload)
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None,
                     walltime=None) -> None:
@@ -141,7 +187,7 @@ class SummaryWriter:
         main = clean_tag(main_tag)
         base = self._get_file_writer().get_logdir()
         for key, value in tag_scalar_dict.items():
-            run_dir = os.path.join(base, main.replace("/", "_") + "_" + clean_tag(key))
+            run_dir = storage.join(base, main.replace("/", "_") + "_" + clean_tag(key))
             self._emit(_summary.scalar(main, to_float(value)), global_step, walltime,
                        self._sub_run_writer(run_dir))
 
@@ -162,10 +208,23 @@ class SummaryWriter:
             max_bins: merge neighbouring buckets down to at most this many.
 
         Non-finite values are not bucketed but counted: from the first time a tag has any, the
-        count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time).
+        count is logged as the scalar ``<tag>/nonfinite`` (with a warning that first time,
+        issued where the histogram is computed: with ``background``, on the writer's thread,
+        by ``flush()`` at the latest).
         """
         tag = clean_tag(tag)
-        proto, nonfinite = histogram_proto(to_numpy(values), bins, max_bins)
+        array = to_numpy(values)
+        check_arguments(array, bins, max_bins)
+        if not isinstance(bins, (str, int)):
+            bins = np.array(bins, dtype=np.float64)  # the caller may change its list
+        array = self._copy(array)
+        self._get_file_writer().add_summary_later(
+            self._histogram_summary, (tag, array, bins, max_bins), global_step, walltime,
+            array.nbytes, f"add_histogram({tag!r})")
+
+    def _histogram_summary(self, tag: str, values: np.ndarray, bins, max_bins) -> Summary:
+        # (on the background thread, in call order: the tags' non-finite state is its own)
+        proto, nonfinite = histogram_proto(values, bins, max_bins)
         summary = Summary()
         if proto is not None:
             summary.value.add(tag=tag, histo=proto)
@@ -176,7 +235,7 @@ class SummaryWriter:
                           RuntimeWarning, stacklevel=2)
         if tag in self._nonfinite_tags:
             summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
-        self._emit(summary, global_step, walltime)
+        return summary
 
     def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits,
                           bucket_counts, global_step=None, walltime=None) -> None:
@@ -198,10 +257,12 @@ class SummaryWriter:
     def add_image(self, tag: str, img_tensor, global_step=None, walltime=None,
                   dataformats: str = "CHW") -> None:
         """Log an image: ``CHW`` (default), ``HWC``, ``HW``...; floats in [0, 1] or uint8."""
-        from .image import image_summary
+        from .image import image_pixels, pixels_summary
 
-        self._emit(image_summary(clean_tag(tag), to_numpy(img_tensor), dataformats),
-                   global_step, walltime)
+        tag, array = clean_tag(tag), to_numpy(img_tensor)
+        pixels = self._copy(image_pixels(array, dataformats), array)
+        self._get_file_writer().add_summary_later(pixels_summary, (tag, pixels), global_step,
+                                                  walltime, pixels.nbytes, f"add_image({tag!r})")
 
     def add_images(self, tag: str, img_tensor, global_step=None, walltime=None,
                    dataformats: str = "NCHW") -> None:
@@ -232,10 +293,14 @@ class SummaryWriter:
                   walltime=None) -> None:
         """Log ``(N, T, C, H, W)`` clips (C 1 or 3; uint8, or floats in [0, 1]) as one tiled
         animated GIF, shown by the Images dashboard."""
-        from .video import video_summary
+        from .video import check_fps, frames_summary, video_frames
 
-        self._emit(video_summary(clean_tag(tag), to_numpy(vid_tensor), fps), global_step,
-                   walltime)
+        check_fps(fps)
+        tag, array = clean_tag(tag), to_numpy(vid_tensor)
+        frames = self._copy(video_frames(array), array)
+        self._get_file_writer().add_summary_later(frames_summary, (tag, frames, fps),
+                                                  global_step, walltime, frames.nbytes,
+                                                  f"add_video({tag!r})")
 
     def add_audio(self, tag: str, snd_tensor, global_step=None, sample_rate: int = 44100,
                   walltime=None) -> None:
@@ -323,10 +388,9 @@ class SummaryWriter:
         from .hparams import hparams_summaries
 
         summaries = hparams_summaries(hparam_dict, metric_dict, hparam_domain_discrete)
-        run_dir = os.path.join(self._get_file_writer().get_logdir(),
+        run_dir = storage.join(self._get_file_writer().get_logdir(),
                                run_name or str(time.time()))
-        trial = FileWriter(run_dir, self.max_queue, self.flush_secs, self.filename_suffix,
-                           purge_step=self._sub_run_purge_step)
+        trial = self._new_file_writer(run_dir, self._sub_run_purge_step)
         try:
             for summary in summaries:
                 self._emit(summary, global_step, None, trial)
@@ -351,25 +415,36 @@ class SummaryWriter:
                       tag, metadata_header)
 
     def flush(self) -> None:
-        """Write every pending event to disk."""
+        """Write every pending event to disk (with ``background``, after the queued calls)."""
+        if self._worker is not None:
+            self._worker.drain()
         for writer in list((self.all_writers or {}).values()):
             writer.flush()
 
-    def sync(self) -> dict[str, int]:
-        """Flush and fsync every open event file; returns how much of each is on disk,
-        ``{file relative to log_dir, with "/": bytes}``. Take it when a checkpoint is saved
-        and pass it back as ``replay`` when resuming from that checkpoint."""
+    def sync(self, since_step: int | None = None) -> dict[str, int]:
+        """Flush and fsync every open event file (on an object store: upload the open
+        segments); returns how much of each is on disk, ``{file relative to log_dir, with
+        "/": bytes}`` (of an object store's segments, those holding steps ``>= since_step``).
+        Take it when a checkpoint is saved at ``since_step`` and pass it back as ``replay``
+        when resuming from that checkpoint."""
+        if self._worker is not None:
+            self._worker.drain()  # everything logged so far is in the files
         positions = {}
         for writer in list((self.all_writers or {}).values()):
-            events = writer.event_writer
-            size = events.sync()
-            positions[os.path.relpath(events.path, self.log_dir).replace(os.sep, "/")] = size
+            run = storage.relative(writer.get_logdir(), self.log_dir)
+            for name, size in writer.event_writer.sync(since_step).items():
+                positions[f"{run}/{name}" if run else name] = size
         return positions
 
     def close(self) -> None:
         """Flush and close every file. Idempotent; a later ``add_*`` starts a new file."""
         writers, error = list((self.all_writers or {}).values()), None
         self.file_writer = self.all_writers = None
+        if self._worker is not None:
+            try:
+                self._worker.stop()  # every queued call first; the thread ends
+            except Exception as worker_error:  # noqa: BLE001 - raised after the files closed
+                error = worker_error
         for writer in writers:
             try:
                 writer.close()
@@ -383,3 +458,4 @@ class SummaryWriter:
 
     def __exit__(self, exc_type, exc_val, exc_tb) -> None:
         self.close()
+

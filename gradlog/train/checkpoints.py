@@ -11,6 +11,11 @@ checkpoint's step that preceded it and hides everything after (see
 Choosing what to resume: the newest checkpoint that loads; a damaged one is reported (once,
 naming the entry) and the one before it is used. No checkpoint yet, but a ``run.toml``: the
 run died before its first checkpoint and starts over. Neither: the directory holds no run.
+
+A run directory at a URL: checkpoints are uploaded whole and appear by name only once complete
+(:mod:`gradlog.runs`); a resumed run first uploads what its spool holds
+(:func:`upload_spool`): the segment an earlier session was writing when it was killed, and
+those it could not upload.
 """
 
 from __future__ import annotations
@@ -21,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import runs
+from ..tensorboard import storage
 from .config import RunConfig
 from .errors import UserError
 
-__all__ = ["ResumePoint", "find_resume_point", "capture", "restore", "save"]
+__all__ = ["ResumePoint", "find_resume_point", "capture", "restore", "save", "upload_spool"]
 
 
 @dataclass
@@ -49,13 +55,17 @@ class ResumePoint:
 def find_resume_point(run_dir: str) -> ResumePoint:
     """The newest intact checkpoint of ``run_dir``, or its ``run.toml``; UserError when the
     directory does not exist, holds no run, or holds only damaged checkpoints."""
-    if not os.path.exists(run_dir):
-        raise UserError(f"cannot resume {run_dir}: no such directory")
-    if not os.path.isdir(run_dir):
-        raise UserError(f"cannot resume {run_dir}: not a directory")
-    found = runs.checkpoints(run_dir)
-    toml_path = os.path.join(run_dir, runs.RUN_TOML)
-    if not found and not os.path.isfile(toml_path):
+    try:
+        if not runs.exists(run_dir):
+            raise UserError(f"cannot resume {run_dir}: no such directory")
+        if not runs.isdir(run_dir):
+            raise UserError(f"cannot resume {run_dir}: not a directory")
+        found = runs.checkpoints(run_dir)
+        has_toml = runs.has_file(run_dir, runs.RUN_TOML)
+    except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
+        raise UserError(f"cannot resume {run_dir}: {exc}") from None
+    toml_path = storage.join(run_dir, runs.RUN_TOML)
+    if not found and not has_toml:
         raise UserError(f"cannot resume {run_dir}: it holds no gradlog run (no {runs.RUN_TOML}, "
                         "no checkpoint-*.npz); give the run directory gradlog train printed")
     notes: list[str] = []
@@ -70,8 +80,7 @@ def find_resume_point(run_dir: str) -> ResumePoint:
     if found:
         raise UserError(f"cannot resume {run_dir}: no checkpoint is intact ({'; '.join(notes)})")
     try:
-        with open(toml_path, "rb") as f:
-            record = tomllib.load(f)
+        record = tomllib.loads(runs.read_text(toml_path))
         return ResumePoint(RunConfig.from_record(record, toml_path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValueError) as exc:
         raise UserError(f"cannot resume {run_dir}: {toml_path} is damaged ({exc})") from None
@@ -88,7 +97,7 @@ def capture(run: Any, built: dict, config: RunConfig, writer: Any) -> dict[str, 
              "scheduler": scheduler.state_dict() if scheduler is not None else None,
              "train_loader": built["train_loader"].state_dict(), "run": run_state,
              "rng": run.engine.random_state()}
-    return {**run.engine.to_checkpoint(state), "events": writer.sync()}
+    return {**run.engine.to_checkpoint(state), "events": writer.sync(since_step=run.step)}
 
 
 def restore(state: dict[str, Any], run: Any, built: dict) -> None:
@@ -107,3 +116,12 @@ def restore(state: dict[str, Any], run: Any, built: dict) -> None:
 
 def save(run_dir: str, state: dict[str, Any]) -> str:
     return runs.save_checkpoint(run_dir, state)
+
+
+def upload_spool(run_dir: str) -> list[str]:
+    """Upload the event files an earlier session of the run at URL ``run_dir`` left in its
+    local spool; returns their URLs ([] for a local run directory or an empty spool)."""
+    if not storage.is_url(run_dir):
+        return []
+    spool = storage.spool_dir(run_dir)
+    return storage.upload_spool(spool, run_dir) if os.path.isdir(spool) else []

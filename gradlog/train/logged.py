@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import runs
 from ..serialization import fsync_directory
+from ..tensorboard import storage
 from .config import RunConfig
 
 __all__ = ["log_start_texts", "log_hparams", "flat_config"]
@@ -35,11 +36,12 @@ def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:
     from ..tensorboard import SummaryWriter
     hparams = {k: v for k, v in flat_config(config).items()
                if isinstance(v, (int, float, str, bool))}
-    trial = os.path.join(run_dir, "hparams")
+    trial = storage.join(run_dir, "hparams")
     with SummaryWriter(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
         writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
                                      for k, v in metrics.items()}, run_name=".")
-    _fsync_event_files(trial)  # on disk before the checkpoint that follows
+    if not storage.is_url(trial):  # (at a URL, closing uploaded them)
+        _fsync_event_files(storage.local_path(trial))  # on disk before the next checkpoint
 
 
 def _fsync_event_files(directory: str) -> None:

@@ -23,6 +23,7 @@ from .. import runs
 from ..engines import engine_for, seed_loaded_engines
 from ..plugin import PluginAbort, PluginConfigError, PluginError, PluginLoadError, Run, StopTraining
 from ..plugin.ranks import rank_run_dir
+from ..tensorboard import storage
 from . import checkpoints, parallel
 from .config import TrainOptions, make_plugins, read_given, reconcile, resolve
 from .console import Console
@@ -134,15 +135,18 @@ class Trainer:
         self.run_dir = options.logdir or runs.default_run_dir()
         if self.job is not None:  # rank 0's (a default one holds the time)
             self.run_dir = self.job.collectives.broadcast_text(self.run_dir)
-        if self.writes and (runs.has_events(self.run_dir) or os.path.isfile(
-                os.path.join(self.run_dir, runs.RUN_TOML))):
+        try:
+            taken = self.writes and (runs.has_events(self.run_dir) or
+                                     runs.has_file(self.run_dir, runs.RUN_TOML))
+        except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
+            raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
+        if taken:
             raise UserError(f"{self.run_dir} already holds a run; use --resume {self.run_dir} "
                             "to continue it, or choose another --logdir")
 
     def _resume(self, options: TrainOptions, given: Any) -> None:
         self.run_dir = options.resume
-        if options.logdir and os.path.realpath(options.logdir) != os.path.realpath(
-                options.resume):
+        if options.logdir and not storage.same_location(options.logdir, options.resume):
             raise UserError(f"--logdir {options.logdir} and --resume {options.resume} name two "
                             "run directories: --resume continues the run in its directory")
         point = checkpoints.find_resume_point(self.run_dir)
@@ -187,14 +191,18 @@ class Trainer:
     def _open(self) -> None:
         """Create what the run writes to: its directory, ``run.toml``, the writer, the Run;
         a resumed run's state restored. A new run that fails here leaves nothing behind."""
-        self._created = not os.path.exists(self.run_dir)
-        self._before = set() if self._created else set(os.listdir(self.run_dir))
+        try:
+            self._created = not runs.exists(self.run_dir)
+            self._before = set() if self._created else set(runs.names(self.run_dir))
+        except OSError as exc:
+            raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         try:
             try:
-                os.makedirs(self.run_dir, exist_ok=True)
+                if self.point is not None and self.writes:
+                    self._upload_spool()
+                runs.makedirs(self.run_dir)
                 if self.writes and (self.point is None or self.point.config != self.config or
-                                    not os.path.isfile(os.path.join(self.run_dir,
-                                                                    runs.RUN_TOML))):
+                                    not runs.has_file(self.run_dir, runs.RUN_TOML)):
                     orders = {p.name: p.order for p in self.plugins}
                     runs.write_run_toml(self.run_dir, self.config.to_toml(orders))
             except OSError as exc:
@@ -220,6 +228,14 @@ class Trainer:
                 self._close_writer()
             self._remove_new_files()
             raise
+
+    def _upload_spool(self) -> None:
+        """A resumed run at a URL first uploads what an earlier session left in its spool
+        (a segment it was writing when killed, or those it could not upload)."""
+        uploaded = checkpoints.upload_spool(self.run_dir)
+        if uploaded:
+            self.console.say(f"uploaded {len(uploaded)} event file(s) an earlier session left "
+                             f"in {storage.spool_dir(self.run_dir)}")
 
     def _writer(self) -> Any:
         """The run's writer: a resumed run hides the earlier sessions' steps from its
@@ -349,8 +365,12 @@ class Trainer:
         return exc.exit_status
 
     def _last_checkpoint(self) -> str:
-        found = runs.checkpoints(self.run_dir)
-        return f"the last checkpoint (step {found[-1][0]}) is kept" if found else \
+        try:
+            steps = [step for step, _ in runs.checkpoints(self.run_dir)]
+        except OSError:  # a URL that cannot be reached: what this session knows
+            steps = [s for s in (self.point.step if self.point and self.point.state else None,
+                                 self._saved_step) if s is not None]
+        return f"the last checkpoint (step {max(steps)}) is kept" if steps else \
             "there is no checkpoint yet (resuming starts the run over)"
 
     def _try_checkpoint(self) -> str | None:
@@ -386,13 +406,13 @@ class Trainer:
     def _remove_new_files(self) -> None:
         """A new run that failed before its first step leaves nothing behind, so the same
         --logdir can be used again once the mistake is fixed."""
-        if self.point is not None or not self.writes or not os.path.isdir(self.run_dir):
+        if self.point is not None or not self.writes or not runs.isdir(self.run_dir):
             return
-        for name in set(os.listdir(self.run_dir)) - self._before:
-            path = os.path.join(self.run_dir, name)
-            if os.path.isdir(path):
-                shutil.rmtree(path, ignore_errors=True)
+        for name in set(runs.names(self.run_dir)) - self._before:
+            path = storage.join(self.run_dir, name)
+            if not storage.is_url(path) and os.path.isdir(storage.local_path(path)):
+                shutil.rmtree(storage.local_path(path), ignore_errors=True)
             else:
-                os.remove(path)
-        if self._created and not os.listdir(self.run_dir):
-            os.rmdir(self.run_dir)
+                runs.remove(path)
+        if self._created and not storage.is_url(self.run_dir) and not runs.names(self.run_dir):
+            os.rmdir(storage.local_path(self.run_dir))

@@ -4,7 +4,7 @@ against numpy, gradients against finite differences, and exact gradients where t
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -62,11 +62,16 @@ UNARY = {
 }
 
 
+KINKS = {"abs": (0.0,), "relu": (0.0,), "clamp": (-0.5, 0.7)}
+
+
 @pytest.mark.parametrize("name", UNARY)
 @given(shape=SHAPES, seed=SEEDS)
 def test_elementwise_unary_ops(name, shape, seed):
     op, reference, domain = UNARY[name]
     x = _tensor(shape, seed, *(domain or ()))
+    # finite differences across a kink measure neither side's derivative
+    assume(all(np.abs(x.detach().numpy() - k).min() > 1e-4 for k in KINKS.get(name, ())))
     out = op(x)
     assert out.shape == x.shape and out.dtype == gl.float64
     if reference is not None:

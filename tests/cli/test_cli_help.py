@@ -23,7 +23,7 @@ COMMANDS = _commands(main)
 def test_every_command_is_covered():
     names = {" ".join(p) for p, _ in COMMANDS}
     assert {"train", "plugins", "plugins list", "plugins show", "plugins new",
-            "inspect"} <= names
+            "inspect", "sync"} <= names
 
 
 def test_main_help_lists_the_commands(runner):

@@ -123,8 +123,3 @@ def test_repr_and_call_fast_path_match_pytorch():
                                                      torch.nn.Linear(4, 2)))
     assert repr(ours) == repr(theirs)
     assert list(ours.state_dict()) == list(theirs.state_dict())
-
-
-def test_legacy_backward_hook_points_to_the_full_one():
-    with pytest.raises(RuntimeError, match="use register_full_backward_hook instead"):
-        nn.Linear(2, 2).register_backward_hook(lambda *a: None)

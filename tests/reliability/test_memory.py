@@ -104,7 +104,7 @@ def test_backward_frees_every_array_the_graph_saved():
                 _arrays_in(value, saved)
     refs = {id(a): (weakref.ref(a), a.shape, a.dtype) for a in saved if id(a) not in kept}
     assert len(refs) > 20  # the walk sees what the graph holds
-    del saved, out
+    del saved, out, value  # (the loop variable would keep the last node's state alive)
     loss.backward()
     gc.collect()
     alive = [(shape, str(dtype)) for ref, shape, dtype in refs.values() if ref() is not None]

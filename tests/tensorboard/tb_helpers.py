@@ -81,6 +81,23 @@ def run_python(code: str, *args: str, timeout: float = 60, check: bool = True,
     return result
 
 
+# Python for a child (put before its code): the program's own SIGTERM handler counts, in
+# ``received``, the signals a thread sends every few hundred microseconds until ``done`` is set.
+SIGTERM_STORM = """
+import os, signal, sys, threading, time
+received = []
+signal.signal(signal.SIGTERM, lambda *_: received.append(1))
+done = threading.Event()
+
+def pester():
+    while not done.is_set():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.0003)
+
+threading.Thread(target=pester, daemon=True).start()
+"""
+
+
 def child_env() -> dict:
     return dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
 

@@ -1,10 +1,14 @@
 """Histogram builder: exact counts for PyTorch's bins, and buckets both loaders show right."""
 
+import warnings
+
 import numpy as np
 import pytest
+import reference_histogram
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from tensorboard.compat.proto.summary_pb2 import HistogramProto
 
 from gradlog.tensorboard import histogram
 from gradlog.tensorboard.histogram import histogram_proto, tensorflow_edges
@@ -174,3 +178,87 @@ def test_max_bins_merges_as_pytorch_does(bins, max_bins):
 def test_max_bins_must_be_positive():
     with pytest.raises(ValueError, match="max_bins must be at least 1, got 0"):
         histogram_proto(np.arange(3.0), max_bins=0)
+
+
+# -- the one-pass histogram against wave 1's (tests/tensorboard/reference_histogram.py) -------
+
+_EDGES = tensorflow_edges()
+_AT_EDGES = np.concatenate([_EDGES, np.nextafter(_EDGES, -np.inf), np.nextafter(_EDGES, np.inf)])
+_AT_EDGES32 = np.concatenate([_EDGES.astype(np.float32),
+                              np.nextafter(_EDGES.astype(np.float32), np.float32(-np.inf)),
+                              np.nextafter(_EDGES.astype(np.float32), np.float32(np.inf))])
+
+
+def element_strategy(width):
+    """Any float of that width, with the edges' neighbourhoods, zeros and non-finite values
+    drawn often."""
+    at_edges = _AT_EDGES32 if width == 32 else _AT_EDGES
+    return st.one_of(st.floats(width=width), st.sampled_from(list(at_edges)),
+                     st.sampled_from([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45]))
+
+
+def assert_same_histogram(values, bins, max_bins):
+    """Bucket by bucket, the histogram wave 1 computed (sums: up to rounding order)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got, nonfinite = histogram_proto(values, bins, max_bins)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # wave 1 warned beyond float32's range
+        try:
+            expected, expected_nonfinite = reference_histogram.histogram_proto(values, bins,
+                                                                               max_bins)
+        except ValueError:  # numpy's rules refused a range of a few subnormals; ours do not
+            finite = values[np.isfinite(values)]
+            assert_displayable(got, finite.astype(np.float64))
+            return
+    assert nonfinite == expected_nonfinite
+    if expected is None:
+        assert got is None
+        return
+    assert list(got.bucket) == list(expected.bucket)
+    assert list(got.bucket_limit) == list(expected.bucket_limit)
+    assert (got.min, got.max, got.num) == (expected.min, expected.max, expected.num)
+    finite = np.asarray(values, dtype=np.float64).ravel()
+    finite = finite[np.isfinite(finite)]
+    with np.errstate(over="ignore"):
+        scale = float(np.abs(finite).sum()), float(np.square(finite).sum())
+    for ours, theirs, size in ((got.sum, expected.sum, scale[0]),
+                               (got.sum_squares, expected.sum_squares, scale[1])):
+        if np.isfinite(theirs) and np.isfinite(size):
+            assert abs(ours - theirs) <= 1e-12 * size + 1e-300
+
+
+bin_choices = st.sampled_from(["tensorflow", 1, 2, 7, 30, "auto", "fd", "sturges", "doane",
+                               [-1.0, 0.0, 0.5, 2.0], [0.0], [1.0, 1.0 + 2.0**-40, 3.0]])
+
+
+@given(st.sampled_from([32, 64]).flatmap(lambda width: hnp.arrays(
+           np.float32 if width == 32 else np.float64, st.integers(1, 300),
+           elements=element_strategy(width))),
+       bin_choices, st.sampled_from([None, 1, 3, 50]))
+def test_buckets_are_wave_1s_for_any_input(values, bins, max_bins):
+    assert_same_histogram(values, bins, max_bins)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bins", ["tensorflow", 30, "auto"])
+def test_buckets_are_wave_1s_across_blocks(monkeypatch, dtype, bins):
+    rng = np.random.default_rng(3)
+    values = np.concatenate([rng.standard_normal(5000) * 0.03, np.zeros(700),
+                             np.maximum(rng.standard_normal(3000), 0), _AT_EDGES[::7],
+                             [np.nan, np.inf, -np.inf]]).astype(dtype)
+    rng.shuffle(values)
+    assert_same_histogram(values, bins, None)
+    monkeypatch.setattr(histogram, "_BLOCK", 97)  # many blocks, a partial last one
+    assert_same_histogram(values, bins, None)
+    assert_same_histogram(values[:9364].reshape(-1, 4)[:, ::2], bins, 10)  # strided
+
+
+def test_the_proto_is_the_one_built_field_by_field():
+    values = np.random.default_rng(4).standard_normal(10_000)
+    proto, _ = histogram_proto(values)
+    rebuilt = HistogramProto(min=proto.min, max=proto.max, num=proto.num, sum=proto.sum,
+                             sum_squares=proto.sum_squares, bucket_limit=list(proto.bucket_limit),
+                             bucket=list(proto.bucket))
+    assert proto.SerializeToString() == rebuilt.SerializeToString()
+    assert len(proto.bucket) > 100 and all(c == int(c) for c in proto.bucket)

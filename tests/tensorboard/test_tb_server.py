@@ -56,6 +56,7 @@ def write_logdir(root: str) -> None:
         with pytest.warns(RuntimeWarning, match="20 non-finite"):
             for step, values in enumerate(HISTOGRAMS):
                 writer.add_histogram("weights", values, step, walltime=WALL + step)
+            writer.flush()  # (computed in the background: warned by the flush at the latest)
         writer.add_histogram("constant", np.full(10, 2.0), 0, walltime=WALL)
         for step, image in enumerate(IMAGES):
             writer.add_image("sample", image, step, walltime=WALL + step)

@@ -92,12 +92,15 @@ def test_histograms_round_trip_and_count_nonfinite(log_dir):
         writer.add_histogram("w", gl.tensor(values), 1, bins=10, max_bins=5)
         with pytest.warns(RuntimeWarning, match=r"'bad'.*2 non-finite.*'bad/nonfinite'"):
             writer.add_histogram("bad", np.array([1.0, np.nan, 2.0, np.inf]), 0)
+            writer.flush()  # where the (background) histograms are sure to be computed
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # warned once per tag
             writer.add_histogram("bad", np.array([1.0, np.nan]), 1)
             writer.add_histogram("bad", np.array([1.0, 2.0]), 2)
+            writer.flush()
         with pytest.warns(RuntimeWarning, match="'allnan'"):
             writer.add_histogram("allnan", np.full(3, np.nan), 0)
+            writer.flush()
     accumulator = accumulate(log_dir)
     first, second = (e.histogram_value for e in accumulator.Histograms("w"))
     assert first.num == 1000 and sum(first.bucket) == 1000 and first.min == values.min()

@@ -10,17 +10,19 @@ from . import (
     arithmetic,
     compare,
     conversion,
+    cumulative,
     indexing,
     inplace,
     join,
     linalg,
     reduction,
     shape,
+    statistics,
     unary,
 )
 
-FAMILIES = (arithmetic, unary, activation, reduction, shape, join, indexing, linalg, compare,
-            conversion, inplace)
+FAMILIES = (arithmetic, unary, activation, reduction, statistics, cumulative, shape, join,
+            indexing, linalg, compare, conversion, inplace)
 
 for _family in FAMILIES:
     for _name, _method in _family.TENSOR_METHODS.items():

@@ -21,16 +21,16 @@ class MaskMul(Op):
     """``g * mask`` for a constant mask (the derivative of piecewise-linear activations)."""
 
     node_name = "ThresholdBackwardBackward0"
-    compute = staticmethod(np.multiply)
 
     @staticmethod
     def forward(ctx, g, mask):
-        ctx.mask = mask
+        ctx.save_for_backward(mask)
         return g * mask
 
     @staticmethod
     def backward(ctx, gg):
-        return MaskMul.apply(gg, ctx.mask), None
+        (mask,) = ctx.saved_tensors
+        return MaskMul.apply(gg, mask._data), None
 
 
 def _relu(a):
@@ -39,7 +39,6 @@ def _relu(a):
 
 class Relu(Op):
     node_name = "ReluBackward0"
-    compute = staticmethod(_relu)
 
     @staticmethod
     def forward(ctx, a):
@@ -106,7 +105,6 @@ class Sigmoid(Op):
 
 class Tanh(Op):
     node_name = "TanhBackward0"
-    compute = staticmethod(np.tanh)
 
     @staticmethod
     def forward(ctx, a):
@@ -233,16 +231,16 @@ class Softplus(Op):
         linear = bx > threshold
         with np.errstate(over="ignore"):
             soft = np.log1p(np.exp(np.minimum(bx, threshold))) / beta
-        ctx.save_for_backward(a)
-        ctx.beta, ctx.linear = beta, linear
+        ctx.save_for_backward(a, linear)
+        ctx.beta = beta
         return np.where(linear, a, soft).astype(a.dtype, copy=False)
 
     @staticmethod
     def backward(ctx, g):
-        (a,) = ctx.saved_tensors
+        a, linear = ctx.saved_tensors
         slope = (a * ctx.beta).sigmoid()
-        if ctx.linear.any():
-            slope = slope.where(~ctx.linear, 1.0)
+        if linear._data.any():
+            slope = slope.where(~linear._data, 1.0)
         return g * slope, None, None
 
 
@@ -258,14 +256,14 @@ class Elu(Op):
     def forward(ctx, a, alpha):
         pos = a > 0
         out = np.where(pos, a, alpha * np.expm1(np.minimum(a, 0))).astype(a.dtype, copy=False)
-        ctx.save_for_backward(a)
-        ctx.alpha, ctx.pos = alpha, pos
+        ctx.save_for_backward(a, pos)
+        ctx.alpha = alpha
         return out
 
     @staticmethod
     def backward(ctx, g):
-        (a,) = ctx.saved_tensors
-        slope = (a.clamp(max=0.0).exp() * ctx.alpha).where(~ctx.pos, 1.0)
+        a, pos = ctx.saved_tensors
+        slope = (a.clamp(max=0.0).exp() * ctx.alpha).where(~pos._data, 1.0)
         return g * slope, None
 
 

@@ -7,9 +7,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..function import Op, _new
-from ..grad_mode import GRAD, INFERENCE
-from ..grad_mode import mode as _mode_flags
+from ..function import Op
 from ..tensor import Tensor, wrap
 from ._util import (
     as_float,
@@ -22,67 +20,68 @@ from ._util import (
     unbroadcast,
 )
 
-_ndarray = np.ndarray  # a module global: numpy's module __getattr__ makes np.ndarray slow
-
 __all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow",
            "neg", "negative", "rsub", "square", "reciprocal", "floor_divide", "remainder"]
+
+
+_ndarray = np.ndarray  # a module global: numpy's module __getattr__ makes np.ndarray slow
 
 
 def _shape(x: Any) -> tuple:
     return x.shape if isinstance(x, np.ndarray) else ()
 
 
-def _broadcast_shapes(a: Any, b: Any, out: np.ndarray) -> tuple | None:
-    """The inputs' shapes when broadcasting changed one of them, else None (the common case:
-    tested on ints, without building shape tuples)."""
-    n = out.size
-    if n and a.size == n and a.ndim == out.ndim and (
-            b.__class__ is not _ndarray or (b.size == n and b.ndim == out.ndim)):
-        return None
-    return (a.shape, b.shape if b.__class__ is _ndarray else ())
+def _shapes(a: Any, b: Any) -> tuple | None:
+    """The operands' shapes when they differ (broadcasting: the backward sums the gradient back
+    to each shape), else None."""
+    sa, sb = _shape(a), _shape(b)
+    return None if sa == sb else (sa, sb)
+
+
+def _to_shapes(shapes: tuple | None, ga: Tensor | None, gb: Tensor | None) -> tuple:
+    """The two operands' gradients summed back to their shapes (see ``_shapes``)."""
+    if shapes is None:
+        return ga, gb
+    return (None if ga is None else unbroadcast(ga, shapes[0]),
+            None if gb is None else unbroadcast(gb, shapes[1]))
 
 
 class Add(Op):
     node_name = "AddBackward0"
-    compute = staticmethod(np.add)
-    ctx_fields = ("shapes",)
+    number_inputs = (1,)
 
     @staticmethod
     def forward(ctx, a, b):
-        out = a + b
-        ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
-            else _broadcast_shapes(a, b, out)
-        return out
+        na, nb = ctx.needs_input_grad
+        if na or nb:  # (a is the tensor's array; the common case tested inline)
+            ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
+                else _shapes(a, b)
+        return a + b
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
         shapes = ctx.shapes
-        if shapes is None:
-            if na and not nb and not g._requires_grad:  # the engine would copy the
-                return wrap(g._data), None  # passed-through tensor (see engine._unalias)
-            return (g if na else None, g if nb else None)
-        sa, sb = shapes
-        gs = g._data.shape
-        return ((g if gs == sa else unbroadcast(g, sa)) if na else None,
-                (g if gs == sb else unbroadcast(g, sb)) if nb else None)
+        if shapes is None:  # (the common case inline)
+            return g if na else None, g if nb else None
+        return _to_shapes(shapes, g if na else None, g if nb else None)
 
 
 class Sub(Op):
     node_name = "SubBackward0"
-    compute = staticmethod(np.subtract)
-    ctx_fields = ("shapes",)
+    number_inputs = (1,)
 
     @staticmethod
-    def forward(ctx, a, b):
-        ctx.shapes = (_shape(a), _shape(b))
+    def forward(ctx, a, b):  # (a is a number for Rsub)
+        na, nb = ctx.needs_input_grad
+        if na or nb:
+            ctx.shapes = _shapes(a, b)
         return a - b
 
     @staticmethod
     def backward(ctx, g):
         na, nb = ctx.needs_input_grad
-        sa, sb = ctx.shapes
-        return (unbroadcast(g, sa) if na else None, unbroadcast(-g, sb) if nb else None)
+        return _to_shapes(ctx.shapes, g if na else None, -g if nb else None)
 
 
 class Rsub(Sub):
@@ -91,49 +90,36 @@ class Rsub(Sub):
 
 class Mul(Op):
     node_name = "MulBackward0"
-    compute = staticmethod(np.multiply)
-    ctx_fields = ("shapes",)
+    number_inputs = (1,)
 
     @staticmethod
     def forward(ctx, a, b):
         na, nb = ctx.needs_input_grad
-        ctx._saved = (a if nb else None, b if na else None)  # save_for_backward, inline:
-        # only what is needed (the hottest op)
-        out = a * b
-        ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
-            else _broadcast_shapes(a, b, out)
-        return out
+        if na or nb:  # save only what the backward needs (in PyTorch's order: other, self)
+            ctx.save_for_backward(b if na else None, a if nb else None)
+            ctx.shapes = None if b.__class__ is _ndarray and a.shape == b.shape \
+                else _shapes(a, b)
+        return a * b
 
     @staticmethod
     def backward(ctx, g):
-        a, b = ctx.saved_tensors
+        b, a = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
+        ga = g * b if na else None
+        gb = g * a if nb else None
         shapes = ctx.shapes
-        ga = gb = None
-        if na:
-            ga = g * b
-            if shapes is not None and ga._data.shape != shapes[0]:
-                ga = unbroadcast(ga, shapes[0])
-        if nb:
-            gb = g * a
-            if shapes is not None and gb._data.shape != shapes[1]:
-                gb = unbroadcast(gb, shapes[1])
-        return ga, gb
-
-
-def _divide(a, b):
-    with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, silently
-        return np.true_divide(a, b)
+        return (ga, gb) if shapes is None else _to_shapes(shapes, ga, gb)
 
 
 class Div(Op):
     node_name = "DivBackward0"
-    compute = staticmethod(_divide)
+    number_inputs = (1,)
 
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
-        return _divide(a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, silently
+            return np.true_divide(a, b)
 
     @staticmethod
     def backward(ctx, g):
@@ -146,7 +132,6 @@ class Div(Op):
 
 class Neg(Op):
     node_name = "NegBackward0"
-    compute = staticmethod(np.negative)
 
     @staticmethod
     def forward(ctx, a):
@@ -455,30 +440,16 @@ def remainder(input: Any, other: Any) -> Tensor:
 
 
 def _operator(op: type) -> Any:
-    """The method behind ``a + b`` or ``a * b``, with the common case inline: two tensors of
-    one dtype are recorded by ``Op.binary_recorder`` or, when nothing is to be recorded (every
-    op inside a backward pass), computed at once by ``compute``, without ``Op.apply``'s
-    bookkeeping. (A closure: one Python call per operator, the hottest path of the engine.)"""
-    compute = op.compute
-    record = op.binary_recorder()
+    """The method behind ``a + b`` or ``a * b``: two tensors of one dtype go straight to the op
+    (numbers and mixed dtypes take ``binary``, for PyTorch's promotion)."""
+
+    apply = op.apply
 
     def method(self: Tensor, other: Any) -> Tensor:
         if other.__class__ is not Tensor or self._data.dtype is not other._data.dtype:
-            return binary(op, self, other)  # numbers, mixed dtypes: PyTorch's promotion
+            return binary(op, self, other)
         try:
-            flags = _mode_flags()
-            if flags == GRAD and (self._requires_grad or other._requires_grad):
-                return record(self, other)
-            if self.__class__ is not Tensor:
-                return op.apply(self, other)
-            out = compute(self._data, other._data)
-            t = _new(Tensor)
-            t._data = out if out.__class__ is _ndarray else np.asarray(out)  # 0-d results
-            t._requires_grad = False
-            t._grad_fn = None
-            if flags & INFERENCE:
-                t._inference = True
-            return t
+            return apply(self, other)
         except ValueError:
             check_broadcast(self._data.shape, other._data.shape)
             raise

@@ -100,10 +100,11 @@ def _invert(input: Tensor) -> Tensor:
 
 class Where(Op):
     node_name = "WhereBackward0"
+    number_inputs = (1, 2)
 
     @staticmethod
     def forward(ctx, cond, a, b):
-        ctx.cond = cond
+        ctx.save_for_backward(cond)
         ctx.shapes = (np.shape(a), np.shape(b))
         return np.where(cond, a, b)
 
@@ -111,7 +112,7 @@ class Where(Op):
     def backward(ctx, g):
         from .activation import MaskMul
         _, na, nb = ctx.needs_input_grad
-        cond = ctx.cond
+        cond = ctx.saved_tensors[0]._data
         sa, sb = ctx.shapes
         ga = unbroadcast(MaskMul.apply(g, cond), sa) if na else None
         gb = unbroadcast(MaskMul.apply(g, ~cond), sb) if nb else None

@@ -82,12 +82,14 @@ class AdvancedIndex(Op):
 
     @staticmethod
     def forward(ctx, a, idx):
-        ctx.idx, ctx.shape = idx, a.shape
+        ctx.save_for_backward(idx)  # index arrays: released after backward
+        ctx.shape = a.shape
         return _index(a, idx)
 
     @staticmethod
     def backward(ctx, g):
-        return IndexAdd.apply(g, ctx.idx, ctx.shape, True), None
+        (idx,) = ctx.saved_tensors
+        return IndexAdd.apply(g, idx, ctx.shape, True), None
 
 
 class IndexAdd(Op):
@@ -97,7 +99,8 @@ class IndexAdd(Op):
 
     @staticmethod
     def forward(ctx, g, idx, shape, advanced):
-        ctx.idx, ctx.advanced = idx, advanced
+        ctx.save_for_backward(idx)
+        ctx.advanced = advanced
         out = np.zeros(shape, dtype=g.dtype)
         if advanced and any(isinstance(i, np.ndarray) and i.dtype.kind in "iu" for i in idx):
             np.add.at(out, idx, g)
@@ -108,7 +111,8 @@ class IndexAdd(Op):
     @staticmethod
     def backward(ctx, gg):
         op = AdvancedIndex if ctx.advanced else BasicIndex
-        return op.apply(gg, ctx.idx), None, None, None
+        (idx,) = ctx.saved_tensors
+        return op.apply(gg, idx), None, None, None
 
 
 class IndexSelect(AdvancedIndex):
@@ -125,6 +129,16 @@ class Take(AdvancedIndex):
 
 def getitem(self: Tensor, index: Any) -> Tensor:
     idx, advanced = convert_index(index)
+    if not advanced and idx and len(idx) <= self._data.ndim and \
+            all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in idx):
+        from .join import Select  # integers only: one select per index, as PyTorch
+        for d, i in enumerate(idx):
+            size = self._data.shape[0]
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size "
+                                 f"{size}")
+            self = Select.apply(self, 0, int(i) % size)
+        return self
     return (AdvancedIndex if advanced else BasicIndex).apply(self, idx)
 
 
@@ -135,7 +149,7 @@ class IndexPut(Op):
 
     @staticmethod
     def forward(ctx, a, values, idx):
-        ctx.idx = idx
+        ctx.save_for_backward(idx)
         ctx.vshape = np.shape(values)
         out = a.copy()
         out[idx] = values
@@ -144,14 +158,15 @@ class IndexPut(Op):
     @staticmethod
     def backward(ctx, g):
         na, nv, _ = ctx.needs_input_grad
+        (idx,) = ctx.saved_tensors
         ga = gv = None
         if na:
             keep = np.ones(g._data.shape, dtype=g._data.dtype)
-            keep[ctx.idx] = 0
+            keep[idx] = 0
             from .activation import MaskMul
             ga = MaskMul.apply(g, keep)
         if nv:
-            picked = AdvancedIndex.apply(g, ctx.idx)
+            picked = AdvancedIndex.apply(g, idx)
             gv = unbroadcast(picked, ctx.vshape)
         return ga, gv, None
 
@@ -193,12 +208,14 @@ class Gather(Op):
 
     @staticmethod
     def forward(ctx, a, d, index):
-        ctx.d, ctx.index, ctx.shape = d, index, a.shape
+        ctx.save_for_backward(index)
+        ctx.d, ctx.shape = d, a.shape
         return np.take_along_axis(a, index, d)
 
     @staticmethod
     def backward(ctx, g):
-        return ScatterAdd.apply(g, ctx.d, ctx.index, ctx.shape), None, None
+        (index,) = ctx.saved_tensors
+        return ScatterAdd.apply(g, ctx.d, index._data, ctx.shape), None, None
 
 
 class ScatterAdd(Op):
@@ -206,7 +223,8 @@ class ScatterAdd(Op):
 
     @staticmethod
     def forward(ctx, src, d, index, shape):
-        ctx.d, ctx.index = d, index
+        ctx.save_for_backward(index)
+        ctx.d = d
         out = np.zeros(shape, dtype=src.dtype)
         grids = list(np.indices(index.shape, sparse=True))
         grids[d] = index
@@ -215,7 +233,8 @@ class ScatterAdd(Op):
 
     @staticmethod
     def backward(ctx, gg):
-        return Gather.apply(gg, ctx.d, ctx.index), None, None, None
+        (index,) = ctx.saved_tensors
+        return Gather.apply(gg, ctx.d, index._data), None, None, None
 
 
 def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:

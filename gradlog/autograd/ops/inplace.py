@@ -14,14 +14,18 @@ from typing import Any
 
 import numpy as np
 
-from ..function import Op, _NoGradCtx
+from .. import saved as _saved
+from ..function import Op
 from ..grad_mode import GRAD
 from ..grad_mode import mode as _mode_flags
 from ..grad_mode import state as _mode
+from ..node import grad_fn_of, rebase
 from ..tensor import Tensor, wrap
+from ..views import check_inplace_on_view, replay
 from ._util import check_broadcast, scalar_type_name
 
 __all__ = ["apply_inplace"]
+
 
 def _needs_graph(self: Tensor, others: tuple) -> bool:
     if not _mode.grad_enabled:
@@ -43,17 +47,18 @@ def apply_inplace(self: Tensor, fast: Any, graph: Any, others: tuple = ()) -> Te
         self._bump_version()
         return self
     if self._base is not None:
+        check_inplace_on_view(self)
         return _inplace_on_view(self, graph)
-    result = _compute(self, graph)
+    result = _compute(self, _alias(self), graph)
     _rebase(self, result)
     return self
 
 
 def _alias(t: Tensor) -> Tensor:
-    """A tensor object standing for ``t``'s value before the in-place op."""
+    """A tensor object standing for ``t``'s value before the in-place op (same graph place)."""
     old = wrap(t._data)
     old._requires_grad = t._requires_grad
-    old._grad_fn = t._grad_fn
+    old._grad_fn = grad_fn_of(t)
     if t._output_nr:
         old._output_nr = t._output_nr
     if t._grad_fn is None and t._requires_grad:
@@ -61,15 +66,16 @@ def _alias(t: Tensor) -> Tensor:
     return old
 
 
-def _compute(self: Tensor, graph: Any) -> Tensor:
-    old = _alias(self)
+def _compute(self: Tensor, old: Tensor, graph: Any) -> Tensor:
+    """``graph(old)`` out of place, written into ``self``'s memory (version bumped)."""
     result = graph(old)
     if result._data.shape != self._data.shape:
         raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the "
                            f"broadcast shape {list(result._data.shape)}")
     node = result._grad_fn
     if node is not None and type(node._saved) is tuple:
-        if any(s is old or (type(s) is tuple and s[0] is old) for s in node._saved):
+        if any(s is old or (type(s) is _saved.SavedTensor and s.tensor is old)
+               for s in node._saved):
             old._data = old._data.copy()  # the node needs the old value: keep it
     if result._data.dtype != self._data.dtype and not np.can_cast(
             result._data.dtype, self._data.dtype, "same_kind"):
@@ -82,33 +88,17 @@ def _compute(self: Tensor, graph: Any) -> Tensor:
 
 def _rebase(self: Tensor, result: Tensor) -> None:
     """Make ``self`` the output of ``result``'s node (its old hooks stay with the old node)."""
-    if result._grad_fn is None:
-        return
-    old_node, old_nr = self._grad_fn, self._output_nr
-    self._grad_fn = result._grad_fn
-    self._requires_grad = True
-    if result._output_nr:
-        self._output_nr = result._output_nr
-    else:
-        self.__dict__.pop("_output_nr", None)
-    self.__dict__.pop("_hooks", None)
-    _move_retain(self, old_node, old_nr)
-    # the node saved its output array; point it at self's memory so later in-place ops on
-    # self are caught by the version check
     node = result._grad_fn
-    saved = node._saved
-    if type(saved) is tuple:
+    if node is None:
+        return
+    rebase(self, node, result._output_nr)
+    # the node saved its output's array: point it at self's memory, so that later in-place
+    # changes of self are caught by the version check
+    if type(node._saved) is tuple:
         vc = self._vc
-        node._saved = tuple((None, self._data, vc, vc.value, s[4])
-                            if type(s) is tuple and s[0] is None else s for s in saved)
-
-
-def _move_retain(t: Tensor, old_node: Any, old_nr: int) -> None:
-    """A tensor that retains its grad does so for its new value only, not for the old one."""
-    if t.__dict__.pop("_retains_grad", False):
-        if old_node is not None and old_node._retain:
-            old_node._retain.pop(old_nr, None)
-        t.retain_grad()
+        for s in node._saved:
+            if type(s) is _saved.SavedTensor and s.own_output and s.unpack_hook is None:
+                s.data, s.vc, s.version = self._data, vc, vc.value
 
 
 class CopySlices(Op):
@@ -128,40 +118,31 @@ class CopySlices(Op):
         keep = np.ones(ctx.base_shape, dtype=g._data.dtype)
         replay_array(keep, ctx.chain)[...] = 0
         from .activation import MaskMul
-        return MaskMul.apply(g, keep), replay_tensor(g, ctx.chain), None
+        return MaskMul.apply(g, keep), replay(g, ctx.chain), None
 
 
 def replay_array(a: np.ndarray, chain: tuple) -> np.ndarray:
-    for cls, args in chain:
-        a = cls.forward(_NoGradCtx(len(args) + 1), a, *args)
-    return a
-
-
-def replay_tensor(t: Tensor, chain: tuple) -> Tensor:
-    for cls, args in chain:
+    """The view ``chain`` describes, of a plain array."""
+    t = wrap(a)
+    for cls, args, nr in chain:
         t = cls.apply(t, *args)
-    return t
+        if nr or t.__class__ is tuple:
+            t = t[nr]
+    return t._data
 
 
 def _inplace_on_view(self: Tensor, graph: Any) -> Tensor:
+    """An in-place op on a view: the op applies to a fresh view of the old base (so the view's
+    previous node, and the hooks on it, are off the new path, as in PyTorch), the base becomes
+    the output of ``CopySlices``, and the view is recreated from the new base."""
     base = self._base
     chain = self._view_chain
-    result = _compute(self, graph)  # writes the new values into the shared memory
     old_base = _alias(base)
+    result = _compute(self, replay(old_base, chain), graph)
     new_base = CopySlices.apply(old_base, result, chain)
-    old_node, old_nr = base._grad_fn, base._output_nr
-    base._grad_fn = new_base._grad_fn
-    base._requires_grad = True
-    base.__dict__.pop("_output_nr", None)
-    base.__dict__.pop("_hooks", None)
-    _move_retain(base, old_node, old_nr)
-    view = replay_tensor(base, chain)
-    old_node, old_nr = self._grad_fn, self._output_nr
-    self._grad_fn = view._grad_fn
-    self._requires_grad = True
-    self.__dict__.pop("_output_nr", None)
-    self.__dict__.pop("_hooks", None)
-    _move_retain(self, old_node, old_nr)
+    rebase(base, new_base._grad_fn, 0)
+    fresh = replay(base, chain)
+    rebase(self, fresh._grad_fn, fresh._output_nr)
     return self
 
 

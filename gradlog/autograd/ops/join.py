@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..function import Op
-from ..tensor import Tensor, _wrap_dim
+from ..tensor import Tensor, _wrap_dim, wrap
 from ._util import promote_dtypes
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "unbind", "narrow",
@@ -184,6 +184,60 @@ def vstack(tensors: Any) -> Tensor:
     return cat([t if t._data.ndim > 1 else t.unsqueeze(0) for t in tensors], 0)
 
 
+class Split(Op):
+    """Consecutive slices along one dimension, all views of the input: one node with an
+    output per slice (in-place changes of them are refused, as in PyTorch)."""
+
+    node_name = "SplitBackward0"
+    is_view = True
+    multi_output_view = True
+
+    @staticmethod
+    def forward(ctx, a, d, sizes):
+        ctx.d, ctx.sizes = d, sizes
+        out, start = [], 0
+        for n in sizes:
+            out.append(a[(slice(None),) * d + (slice(start, start + n),)])
+            start += n
+        ctx.out_shapes = tuple(o.shape for o in out)
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return cat(_materialized(ctx, grads), ctx.d), None, None
+
+
+class SplitWithSizes(Split):
+    node_name = "SplitWithSizesBackward0"
+
+
+class Unbind(Op):
+    """Every index along one dimension, as views: one node, one output per index."""
+
+    node_name = "UnbindBackward0"
+    is_view = True
+    multi_output_view = True
+
+    @staticmethod
+    def forward(ctx, a, d):
+        ctx.d = d
+        out = tuple(a[(slice(None),) * d + (i, Ellipsis)] for i in range(a.shape[d]))
+        ctx.out_shapes = tuple(o.shape for o in out)
+        return out
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return stack(_materialized(ctx, grads), ctx.d), None
+
+
+def _materialized(ctx: Any, grads: tuple) -> list:
+    """The outputs' gradients, zeros for those that got none."""
+    shapes = ctx.out_shapes
+    like = next(g for g in grads if g is not None)
+    return [g if g is not None else wrap(np.zeros(shape, dtype=like._data.dtype))
+            for g, shape in zip(grads, shapes)]
+
+
 def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
     """Split into chunks of ``split_size`` (the last may be smaller) or of the given sizes."""
     d = _wrap_dim(dim, tensor._data.ndim)
@@ -193,18 +247,14 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple:
         if step <= 0 and size:
             raise RuntimeError(f"split_size can only be 0 if dimension size is 0, but got "
                                f"dimension size of {size}")
-        sizes = [min(step, size - s) for s in range(0, size, step)] if size else [0]
-    else:
-        sizes = [int(s) for s in split_size_or_sections]
-        if sum(sizes) != size:
-            raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
-                               f"(input tensor's size at dimension {d}), but got "
-                               f"split_sizes={sizes}")
-    out, start = [], 0
-    for s in sizes:
-        out.append(Narrow.apply(tensor, d, start, s))
-        start += s
-    return tuple(out)
+        sizes = tuple(min(step, size - s) for s in range(0, size, step)) if size else (0,)
+        return Split.apply(tensor, d, sizes)
+    sizes = tuple(int(s) for s in split_size_or_sections)
+    if sum(sizes) != size:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {size} "
+                           f"(input tensor's size at dimension {d}), but got "
+                           f"split_sizes={list(sizes)}")
+    return SplitWithSizes.apply(tensor, d, sizes)
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
@@ -219,7 +269,7 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple:
 
 def unbind(input: Tensor, dim: int = 0) -> tuple:
     d = _wrap_dim(dim, input._data.ndim)
-    return tuple(Select.apply(input, d, i) for i in range(input._data.shape[d]))
+    return Unbind.apply(input, d)
 
 
 TENSOR_METHODS = {

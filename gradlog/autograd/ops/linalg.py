@@ -150,12 +150,15 @@ def outer(input: Tensor, vec2: Tensor) -> Tensor:
 
 
 class Linear(Op):
-    """``x @ W.T + b`` in one node (PyTorch's addmm): one matmul and an in-place bias add."""
+    """``x @ W.T + b`` in one node (PyTorch's addmm): one matmul and an in-place bias add.
+
+    The arguments come in the order of PyTorch's ``addmm(bias, input, weight.t())``, so the
+    leaf sinks become ready, and their hooks fire, in PyTorch's order."""
 
     node_name = "AddmmBackward0"
 
     @staticmethod
-    def forward(ctx, x, w, b):
+    def forward(ctx, b, x, w):
         if x.shape[-1] != w.shape[1]:
             rows = int(np.prod(x.shape[:-1])) if x.ndim > 1 else 1
             raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1]} "
@@ -169,7 +172,7 @@ class Linear(Op):
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        nx, nw, nb = ctx.needs_input_grad
+        nb, nx, nw = ctx.needs_input_grad
         gx = g.matmul(w) if nx else None
         gw = gb = None
         if nw or nb:
@@ -179,7 +182,7 @@ class Linear(Op):
                 gw = g2.t().matmul(x2)
             if nb:
                 gb = g2.sum(0)
-        return gx, gw, gb
+        return gb, gx, gw
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -194,7 +197,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     if bias is not None and bias._data.shape not in ((weight._data.shape[0],), ()):
         raise RuntimeError(f"linear(): bias of shape {list(bias._data.shape)} does not match "
                            f"{weight._data.shape[0]} output features")
-    return Linear.apply(input, weight, bias)
+    return Linear.apply(bias, input, weight)
 
 
 TENSOR_METHODS = {

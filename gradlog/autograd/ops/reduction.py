@@ -13,8 +13,8 @@ from ..function import Op
 from ..tensor import Tensor, _wrap_dim, wrap
 from ._util import as_float, normalize_dims, scalar_type_name
 
-__all__ = ["sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
-           "norm", "prod", "logsumexp", "cumsum", "any", "all", "aminmax", "count_nonzero"]
+__all__ = ["sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "norm", "prod",
+           "logsumexp", "any", "all", "aminmax", "count_nonzero", "nansum", "nanmean"]
 
 return_types_max = namedtuple("max", ["values", "indices"])
 return_types_min = namedtuple("min", ["values", "indices"])
@@ -63,6 +63,46 @@ def sum(input: Tensor, dim: Any = None, keepdim: bool = False, *, dtype: Any = N
     dims = normalize_dims(dim, input._data.ndim)
     op = Sum if dim is None else SumDim
     return op.apply(input, dims, keepdim, _sum_dtype(input._data, dtype))
+
+
+class Nansum(Op):
+    """Sum with NaN counted as zero; NaN elements get no gradient."""
+
+    node_name = "NansumBackward0"
+
+    @staticmethod
+    def forward(ctx, a, dims, keepdim, np_dtype):
+        nan = np.isnan(a) if a.dtype.kind == "f" else None
+        ctx.save_for_backward(nan)
+        ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
+        return np.nansum(a, axis=dims, keepdims=keepdim, dtype=np_dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (nan,) = ctx.saved_tensors
+        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
+        if nan is not None and nan._data.any():
+            g = g.where(~nan._data, 0.0)
+        return g, None, None, None
+
+
+def nansum(input: Tensor, dim: Any = None, keepdim: bool = False, *,
+           dtype: Any = None) -> Tensor:
+    """Sum over ``dim`` treating NaN as zero."""
+    dims = normalize_dims(dim, input._data.ndim)
+    return Nansum.apply(input, dims, keepdim, _sum_dtype(input._data, dtype))
+
+
+def nanmean(input: Tensor, dim: Any = None, keepdim: bool = False, *,
+            dtype: Any = None) -> Tensor:
+    """Mean over ``dim`` of the elements that are not NaN (PyTorch's: nansum / their count)."""
+    if input._data.dtype.kind != "f" and dtype is None:
+        raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype "
+                           f"but got {scalar_type_name(input._data.dtype)}")
+    if dtype is not None:
+        input = input.to(dtype)
+    count = (~input.isnan()).sum(dim, keepdim)
+    return nansum(input, dim, keepdim) / count
 
 
 class Mean(Op):
@@ -163,16 +203,16 @@ def amin(input: Tensor, dim: Any = (), keepdim: bool = False) -> Tensor:
     return Amin.apply(input, dims, keepdim)
 
 
-class MaxDim(Op):
-    """``max(dim)`` values: the gradient goes to the first index of the extremum."""
+class ValuesAt(Op):
+    """The values at given indices along one dimension (``idx``, kept as a size-1 dimension):
+    the values of ``max(dim)``, ``median(dim)``, ...; the gradient goes to those indices."""
 
-    node_name = "MaxBackward0"
-    arg = staticmethod(np.argmax)
+    node_name = "GatherBackward0"
 
-    @classmethod
-    def forward(cls, ctx, a, d, keepdim):
-        idx = np.expand_dims(cls.arg(a, axis=d), d)
-        ctx.idx, ctx.in_shape, ctx.d, ctx.keepdim = idx, a.shape, d, keepdim
+    @staticmethod
+    def forward(ctx, a, d, keepdim, idx):
+        ctx.save_for_backward(idx)
+        ctx.in_shape, ctx.d, ctx.keepdim = a.shape, d, keepdim
         out = np.take_along_axis(a, idx, d)
         return out if keepdim else np.squeeze(out, d)
 
@@ -180,12 +220,16 @@ class MaxDim(Op):
     def backward(ctx, g):
         if not ctx.keepdim:
             g = g.unsqueeze(ctx.d)
-        return _scatter_along(g, ctx.idx, ctx.d, ctx.in_shape), None, None
+        (idx,) = ctx.saved_tensors
+        return _scatter_along(g, idx._data, ctx.d, ctx.in_shape), None, None, None
 
 
-class MinDim(MaxDim):
+class MaxDim(ValuesAt):
+    node_name = "MaxBackward0"
+
+
+class MinDim(ValuesAt):
     node_name = "MinBackward0"
-    arg = staticmethod(np.argmin)
 
 
 class _ScatterAlong(Op):
@@ -193,15 +237,16 @@ class _ScatterAlong(Op):
 
     @staticmethod
     def forward(ctx, g, idx, d, shape):
-        ctx.idx, ctx.d = idx, d
+        ctx.save_for_backward(idx)
+        ctx.d = d
         out = np.zeros(shape, dtype=g.dtype)
         np.put_along_axis(out, idx, g, d)
         return out
 
     @staticmethod
     def backward(ctx, gg):
-        from ..tensor import wrap as _w
-        return _GatherAlong.apply(gg, _w(ctx.idx), ctx.d), None, None, None
+        (idx,) = ctx.saved_tensors
+        return _GatherAlong.apply(gg, idx._data, ctx.d), None, None, None
 
 
 class _GatherAlong(Op):
@@ -209,12 +254,14 @@ class _GatherAlong(Op):
 
     @staticmethod
     def forward(ctx, a, idx, d):
-        ctx.idx, ctx.d, ctx.shape = idx, d, a.shape
+        ctx.save_for_backward(idx)
+        ctx.d, ctx.shape = d, a.shape
         return np.take_along_axis(a, idx, d)
 
     @staticmethod
     def backward(ctx, g):
-        return _ScatterAlong.apply(g, ctx.idx, ctx.d, ctx.shape), None, None
+        (idx,) = ctx.saved_tensors
+        return _ScatterAlong.apply(g, idx._data, ctx.d, ctx.shape), None, None
 
 
 def _scatter_along(g: Tensor, idx: np.ndarray, d: int, shape: tuple) -> Tensor:
@@ -238,12 +285,11 @@ def _max_min(input: Tensor, dim: Any, keepdim: bool, other: Any, is_max: bool) -
     if input._data.ndim == 0:
         values = input.clone()
         return (return_types_max if is_max else return_types_min)(values, wrap(np.array(0)))
-    values = (MaxDim if is_max else MinDim).apply(input, d, keepdim)
-    arg = np.argmax if is_max else np.argmin
-    idx = arg(input._data, axis=d)
-    if keepdim:
-        idx = np.expand_dims(idx, d)
-    return (return_types_max if is_max else return_types_min)(values, wrap(idx.astype(np.int64)))
+    idx = np.expand_dims((np.argmax if is_max else np.argmin)(input._data, axis=d), d)
+    values = (MaxDim if is_max else MinDim).apply(input, d, keepdim, idx)
+    indices = idx if keepdim else np.squeeze(idx, d)
+    return (return_types_max if is_max else return_types_min)(values,
+                                                               wrap(indices.astype(np.int64)))
 
 
 def max(input: Tensor, dim: Any = None, keepdim: bool = False, *, other: Any = None) -> Any:
@@ -280,82 +326,6 @@ def argmin(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Tens
     d = _wrap_dim(dim, input._data.ndim)
     _check_nonempty(input, "argmin", (d,) if input._data.ndim else ())
     return wrap(np.asarray(np.argmin(input._data, axis=d, keepdims=keepdim), dtype=np.int64))
-
-
-def _correction(unbiased: Any, correction: Any) -> float:
-    if correction is not None:
-        return float(correction)
-    if unbiased is None:
-        return 1.0
-    return 1.0 if unbiased else 0.0
-
-
-def _variance(ctx: Any, a: np.ndarray, dims: tuple, correction: float, keepdim: bool) -> Any:
-    """The variance array; records on ``ctx`` what the backward needs (``denom`` is n - correction,
-    0 when there are too few elements, where the result is NaN)."""
-    n = 1
-    for d in dims:
-        n *= a.shape[d]
-    ctx.in_shape, ctx.dims, ctx.keepdim = a.shape, dims, keepdim
-    ctx.denom = n - correction if n > correction else 0.0
-    return np.var(a, axis=dims, keepdims=keepdim, ddof=correction) if n > correction else \
-        np.full(np.sum(a, axis=dims, keepdims=keepdim).shape, np.nan, dtype=a.dtype)
-
-
-class Var(Op):
-    node_name = "VarBackward0"
-
-    @staticmethod
-    def forward(ctx, a, dims, correction, keepdim):
-        ctx.save_for_backward(a)
-        return _variance(ctx, a, dims, correction, keepdim)
-
-    @staticmethod
-    def backward(ctx, g):
-        (a,) = ctx.saved_tensors
-        centered = a - a.mean(ctx.dims, keepdim=True)
-        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
-        return g * centered * (2.0 / ctx.denom if ctx.denom else np.nan), None, None, None
-
-
-def _var_args(dim: Any, unbiased: Any, keepdim: Any) -> tuple:
-    if isinstance(dim, bool):  # var(t, unbiased) positional form
-        return None, dim, keepdim
-    return dim, unbiased, keepdim
-
-
-def var(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-        correction: Any = None) -> Tensor:
-    """Variance with Bessel's correction by default (``correction=1``)."""
-    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
-    dims = normalize_dims(dim, input._data.ndim)
-    return Var.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
-
-
-class Std(Op):
-    node_name = "StdBackward0"
-
-    @staticmethod
-    def forward(ctx, a, dims, correction, keepdim):
-        out = np.sqrt(_variance(ctx, a, dims, correction, keepdim))
-        ctx.save_for_backward(a, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        a, out = ctx.saved_tensors
-        centered = a - a.mean(ctx.dims, keepdim=True)
-        g = _expand_back(g, ctx.in_shape, ctx.dims, ctx.keepdim)
-        out = _expand_back(out, ctx.in_shape, ctx.dims, ctx.keepdim)
-        return g * centered / (out * (ctx.denom if ctx.denom else np.nan)), None, None, None
-
-
-def std(input: Tensor, dim: Any = None, unbiased: Any = None, keepdim: bool = False, *,
-        correction: Any = None) -> Tensor:
-    """Standard deviation with Bessel's correction by default (``correction=1``)."""
-    dim, unbiased, keepdim = _var_args(dim, unbiased, keepdim)
-    dims = normalize_dims(dim, input._data.ndim)
-    return Std.apply(as_float(input), dims, _correction(unbiased, correction), keepdim)
 
 
 class Norm2(Op):
@@ -476,27 +446,6 @@ def logsumexp(input: Tensor, dim: Any, keepdim: bool = False) -> Tensor:
     return Logsumexp.apply(x, normalize_dims(dim, x._data.ndim), keepdim)
 
 
-class Cumsum(Op):
-    node_name = "CumsumBackward0"
-
-    @staticmethod
-    def forward(ctx, a, d, np_dtype):
-        ctx.d = d
-        return np.cumsum(a, axis=d, dtype=np_dtype)
-
-    @staticmethod
-    def backward(ctx, g):
-        d = ctx.d
-        return g.flip(d).cumsum(d).flip(d), None, None
-
-
-def cumsum(input: Tensor, dim: int, *, dtype: Any = None) -> Tensor:
-    d = _wrap_dim(dim, input._data.ndim)
-    if input._data.ndim == 0:
-        return input.clone()
-    return Cumsum.apply(input, d, _sum_dtype(input._data, dtype))
-
-
 def any(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
     dims = None if dim is None else normalize_dims(dim, input._data.ndim)
     return wrap(np.asarray(np.any(input._data, axis=dims, keepdims=keepdim)))
@@ -514,7 +463,7 @@ def count_nonzero(input: Tensor, dim: Any = None) -> Tensor:
 
 TENSOR_METHODS = {
     "sum": sum, "mean": mean, "max": max, "min": min, "amax": amax, "amin": amin,
-    "aminmax": aminmax, "argmax": argmax, "argmin": argmin, "var": var, "std": std,
-    "norm": norm, "prod": prod, "logsumexp": logsumexp, "cumsum": cumsum, "any": any,
-    "all": all, "count_nonzero": count_nonzero,
+    "aminmax": aminmax, "argmax": argmax, "argmin": argmin, "norm": norm, "prod": prod,
+    "logsumexp": logsumexp, "any": any, "all": all, "count_nonzero": count_nonzero,
+    "nansum": nansum, "nanmean": nanmean,
 }

@@ -16,6 +16,7 @@ from .activation import (
     sigmoid,
     silu,
     softmax,
+    softmin,
     softplus,
     tanh,
 )
@@ -31,7 +32,8 @@ from .sparse import embedding, one_hot
 __all__ = [
     "linear", "conv1d", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
     "batch_norm", "layer_norm", "normalize", "dropout", "embedding", "one_hot",
-    "relu", "relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax", "silu",
+    "relu", "relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "softmax", "softmin", "log_softmax",
+    "silu",
     "elu", "softplus", "logsigmoid", "hardtanh", "relu6",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "pad", "interpolate",

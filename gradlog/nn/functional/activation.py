@@ -13,8 +13,8 @@ from ...autograd.ops import activation as _act
 from ...autograd.ops.inplace import apply_inplace
 from ...autograd.tensor import Tensor
 
-__all__ = ["relu", "relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "softmax", "log_softmax",
-           "silu", "elu", "softplus", "logsigmoid", "hardtanh", "relu6"]
+__all__ = ["relu", "relu_", "leaky_relu", "gelu", "sigmoid", "tanh", "softmax", "softmin",
+           "log_softmax", "silu", "elu", "softplus", "logsigmoid", "hardtanh", "relu6"]
 
 gelu = _act.gelu
 sigmoid = _act.sigmoid
@@ -93,6 +93,14 @@ def softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
     """exp(x) / sum(exp(x)) along ``dim``, computed without overflow."""
     _implicit_dim_warning("softmax", dim, _stacklevel)
     return _act.softmax(input, dim, dtype=dtype)
+
+
+def softmin(input: Tensor, dim: int | None = None, _stacklevel: int = 3,
+            dtype: Any = None) -> Tensor:
+    """softmax(-x) along ``dim``."""
+    _implicit_dim_warning("softmin", dim, _stacklevel)
+    x = input if dtype is None else input.to(dtype)
+    return _act.softmax(-x, dim)
 
 
 def log_softmax(input: Tensor, dim: int | None = None, _stacklevel: int = 3,

@@ -117,14 +117,13 @@ class CrossEntropy(Op):
             per_row = per_row * (1.0 - eps) - logp_sum * (eps / x.shape[1])
         if ctx.needs_input_grad[0]:
             e /= total
-            ctx.probs, ctx.targets = e, targets
-            ctx.save_for_backward(x)
+            ctx.save_for_backward(x, e, targets)
         return targets.reduce(per_row.astype(x.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return CrossEntropyGrad.apply(x, g, ctx.probs, ctx.targets), None
+        x, probs, targets = ctx.saved_tensors
+        return CrossEntropyGrad.apply(x, g, probs._data, targets), None
 
 
 class CrossEntropyGrad(Op):
@@ -148,17 +147,16 @@ class CrossEntropyGrad(Op):
         else:  # every row counts with weight 1: (softmax - one_hot) * s
             out = probs * s
             out[targets.rows, targets.index] -= s if s.ndim == 0 else s[:, 0]
-        ctx.probs, ctx.targets = probs, targets
-        ctx.save_for_backward(x, g)
+        ctx.save_for_backward(x, g, probs, targets)
         return out
 
     @staticmethod
     def backward(ctx, h):
-        x, g = ctx.saved_tensors
+        x, g, probs, t = ctx.saved_tensors
         nx, ng, _, _ = ctx.needs_input_grad
-        t = ctx.targets
-        a, r = t.coefficients(ctx.probs.shape[1], ctx.probs.dtype)
-        p = _Probabilities.apply(x, ctx.probs)
+        probs = probs._data
+        a, r = t.coefficients(probs.shape[1], probs.dtype)
+        p = _Probabilities.apply(x, probs)
         gx = gg = None
         if nx:
             s = g.reshape(-1, 1) if t.reduction == "none" else g * t.factor()
@@ -178,12 +176,13 @@ class NllLoss(Op):
         per_row = -logp[targets.rows, targets.index]
         if targets.row_weight is not None:
             per_row *= targets.row_weight
-        ctx.targets, ctx.shape = targets, logp.shape
+        ctx.save_for_backward(targets)
+        ctx.shape = logp.shape
         return targets.reduce(per_row.astype(logp.dtype, copy=False))
 
     @staticmethod
     def backward(ctx, g):
-        targets = ctx.targets
+        (targets,) = ctx.saved_tensors
         a, _ = targets.coefficients(ctx.shape[1], g._data.dtype)
         s = g.reshape(-1, 1) if targets.reduction == "none" else g * targets.factor()
         return wrap(-a) * s, None

@@ -50,17 +50,16 @@ class Convolution(Op):
         if b is not None:
             out += b.reshape(-1, 1, 1)
         ctx.geom = geom
-        ctx.save_for_backward(x, w)
-        if ctx.needs_input_grad[1]:
-            ctx.cols = cols  # reused by the weight gradient
+        # the patches are reused by the weight gradient
+        ctx.save_for_backward(x, w, cols if ctx.needs_input_grad[1] else None)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        x, w = ctx.saved_tensors
+        x, w, cols = ctx.saved_tensors
         nx, nw, nb, _ = ctx.needs_input_grad
         geom = ctx.geom
-        cols = ctx.__dict__.pop("cols", None)  # rebuilt if a retained graph runs again
+        cols = None if cols is None else cols._data
         gx = ConvolutionInputGrad.apply(g, w, geom) if nx else None
         gw = ConvolutionWeightGrad.apply(x, g, geom, cols) if nw else None
         gb = g.sum((0, 2, 3)) if nb else None

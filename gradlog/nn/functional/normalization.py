@@ -49,15 +49,15 @@ class Standardize(Op):
     def forward(ctx, x, mean, rstd, dims):
         out = x - mean
         out *= rstd
-        ctx.dims, ctx.rstd = dims, rstd
-        ctx.save_for_backward(x, out)
+        ctx.dims = dims
+        ctx.save_for_backward(x, out, rstd)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        x, xhat = ctx.saved_tensors
+        x, xhat, rstd = ctx.saved_tensors
         dims = ctx.dims
-        rstd = Rstd.apply(x, ctx.rstd, dims)
+        rstd = Rstd.apply(x, rstd._data, dims)
         g_mean = g.mean(dims, keepdim=True)
         proj = (g * xhat).mean(dims, keepdim=True)
         return (g - g_mean - xhat * proj) * rstd, None, None, None

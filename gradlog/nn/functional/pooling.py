@@ -146,12 +146,14 @@ class MaxPoolScatter(Op):
     def forward(ctx, g, masks, geom, shape):
         def part(m: np.ndarray) -> Any:
             return lambda view: np.multiply(g, m, out=view) if view is not None else g * m
-        ctx.masks, ctx.geom = masks, geom
+        ctx.save_for_backward(masks)
+        ctx.geom = geom
         return _scatter([part(m) for m in masks], shape, geom, g.dtype)
 
     @staticmethod
     def backward(ctx, h):
-        return MaxPoolGather.apply(h, ctx.masks, ctx.geom), None, None, None
+        (masks,) = ctx.saved_tensors
+        return MaxPoolGather.apply(h, masks, ctx.geom), None, None, None
 
 
 class MaxPoolGather(Op):
@@ -165,12 +167,14 @@ class MaxPoolGather(Op):
         out = np.zeros(h.shape[:-2] + geom.out_hw, dtype=h.dtype)
         for (_, _, view), m in zip(kernel_views(hp, geom), masks):
             out += view * m
-        ctx.masks, ctx.geom, ctx.shape = masks, geom, h.shape
+        ctx.save_for_backward(masks)
+        ctx.geom, ctx.shape = geom, h.shape
         return out
 
     @staticmethod
     def backward(ctx, gg):
-        return MaxPoolScatter.apply(gg, ctx.masks, ctx.geom, ctx.shape), None, None
+        (masks,) = ctx.saved_tensors
+        return MaxPoolScatter.apply(gg, masks, ctx.geom, ctx.shape), None, None
 
 
 def _flat_indices(masks: list, geom: Geometry) -> np.ndarray:

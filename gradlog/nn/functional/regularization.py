@@ -25,12 +25,13 @@ class Dropout(Op):
 
     @staticmethod
     def forward(ctx, x, mask):
-        ctx.mask = mask
+        ctx.save_for_backward(mask)
         return x * mask
 
     @staticmethod
     def backward(ctx, g):
-        return Dropout.apply(g, ctx.mask), None
+        (mask,) = ctx.saved_tensors
+        return Dropout.apply(g, mask._data), None
 
 
 def dropout_mask(shape: tuple, p: float, dtype: np.dtype, generator: Any = None) -> np.ndarray:

@@ -24,12 +24,14 @@ class Embedding(Op):
 
     @staticmethod
     def forward(ctx, weight, idx, padding_idx):
-        ctx.idx, ctx.padding_idx, ctx.rows = idx, padding_idx, weight.shape[0]
+        ctx.save_for_backward(idx)
+        ctx.padding_idx, ctx.rows = padding_idx, weight.shape[0]
         return np.take(weight, idx, axis=0)
 
     @staticmethod
     def backward(ctx, g):
-        return EmbeddingScatter.apply(g, ctx.idx, ctx.padding_idx, ctx.rows), None, None
+        (idx,) = ctx.saved_tensors
+        return EmbeddingScatter.apply(g, idx._data, ctx.padding_idx, ctx.rows), None, None
 
 
 class EmbeddingScatter(Op):
@@ -46,12 +48,14 @@ class EmbeddingScatter(Op):
             flat = flat * keep.reshape(-1, 1)
         out = np.zeros((rows, dim), dtype=g.dtype)
         np.add.at(out, idx.reshape(-1), flat)
-        ctx.idx, ctx.padding_idx = idx, padding_idx
+        ctx.save_for_backward(idx)
+        ctx.padding_idx = padding_idx
         return out
 
     @staticmethod
     def backward(ctx, h):
-        return MaskedGather.apply(h, ctx.idx, ctx.padding_idx), None, None, None
+        (idx,) = ctx.saved_tensors
+        return MaskedGather.apply(h, idx._data, ctx.padding_idx), None, None, None
 
 
 class MaskedGather(Op):
@@ -65,12 +69,14 @@ class MaskedGather(Op):
         keep = _keep(idx, padding_idx)
         if keep is not None:
             out *= keep
-        ctx.idx, ctx.padding_idx, ctx.rows = idx, padding_idx, h.shape[0]
+        ctx.save_for_backward(idx)
+        ctx.padding_idx, ctx.rows = padding_idx, h.shape[0]
         return out
 
     @staticmethod
     def backward(ctx, gg):
-        return EmbeddingScatter.apply(gg, ctx.idx, ctx.padding_idx, ctx.rows), None, None
+        (idx,) = ctx.saved_tensors
+        return EmbeddingScatter.apply(gg, idx._data, ctx.padding_idx, ctx.rows), None, None
 
 
 def check_indices(idx: np.ndarray, rows: int, what: str = "embedding") -> None:

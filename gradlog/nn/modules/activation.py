@@ -6,8 +6,8 @@ from ...autograd.tensor import Tensor
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ReLU", "LeakyReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "SiLU",
-           "ELU", "Softplus"]
+__all__ = ["ReLU", "LeakyReLU", "GELU", "Sigmoid", "Tanh", "Softmax", "Softmin", "LogSoftmax",
+           "SiLU", "ELU", "Softplus"]
 
 
 class ReLU(Module):
@@ -116,6 +116,20 @@ class Softmax(Module):
 
     def forward(self, input: Tensor) -> Tensor:
         return F.softmax(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmin(Module):
+    """exp(-x) / sum(exp(-x)) along ``dim``."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return F.softmin(input, self.dim, _stacklevel=5)
 
     def extra_repr(self) -> str:
         return f"dim={self.dim}"

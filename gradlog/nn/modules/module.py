@@ -1,50 +1,57 @@
-"""``nn.Module``: parameters, buffers and submodules registered by attribute assignment, and
-the module hook registries (forward pre/forward/backward pre/backward, state-dict hooks).
-
-Module call semantics are PyTorch 2.13's: global hooks before local ones, hooks iterated over
-a snapshot taken at call time, ``prepend``, the return-value rules of each hook kind, and
-``always_call`` forward hooks that run when ``forward`` raises. A call with no hooks anywhere
-goes straight to ``forward``.
+"""``nn.Module``: parameters, buffers and submodules registered by attribute assignment
+(with the process-wide registration hooks), iteration, modes and dtype conversion. Calling a
+module with its hooks and registering them is ``module_hooks.ModuleHooks``; state dicts are
+``state_dict.StateDict``; both are inherited here.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections import OrderedDict, namedtuple
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ...autograd import dtypes
-from ...autograd.grad_mode import no_grad
-from ...autograd.grad_mode import state as _mode
 from ...autograd.tensor import Tensor
-from ...utils.hooks import HookRegistry, RemovableHandle, register
+from ...utils.hooks import HookRegistry
 from ..parameter import Buffer, Parameter
 from . import hooks as _hooks
 from .hooks import (
-    ForwardHook,
-    ForwardPreHook,
+    WrappedHook,
     register_module_backward_hook,
+    register_module_buffer_registration_hook,
     register_module_forward_hook,
     register_module_forward_pre_hook,
     register_module_full_backward_hook,
     register_module_full_backward_pre_hook,
+    register_module_module_registration_hook,
+    register_module_parameter_registration_hook,
 )
+from .module_hooks import ModuleHooks
+from .state_dict import StateDict, _IncompatibleKeys  # noqa: F401  (PyTorch's location)
 
 __all__ = ["Module", "register_module_forward_pre_hook", "register_module_forward_hook",
            "register_module_full_backward_pre_hook", "register_module_full_backward_hook",
-           "register_module_backward_hook"]
+           "register_module_backward_hook", "register_module_buffer_registration_hook",
+           "register_module_module_registration_hook",
+           "register_module_parameter_registration_hook"]
 
+# The global registries under PyTorch's names (the same objects as in hooks.py), for code that
+# inspects them.
+_global_forward_pre_hooks = _hooks.global_forward_pre_hooks
+_global_forward_hooks = _hooks.global_forward_hooks
+_global_forward_hooks_with_kwargs = _hooks.global_forward_hooks_with_kwargs
+_global_forward_hooks_always_called = _hooks.global_forward_hooks_always_called
+_global_backward_pre_hooks = _hooks.global_backward_pre_hooks
+_global_backward_hooks = _hooks.global_backward_hooks
+_global_buffer_registration_hooks = _hooks.global_buffer_registration_hooks
+_global_module_registration_hooks = _hooks.global_module_registration_hooks
+_global_parameter_registration_hooks = _hooks.global_parameter_registration_hooks
 
-class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
-    def __repr__(self) -> str:
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return super().__repr__()
-
-    __str__ = __repr__
+_REGISTRIES = ("_forward_pre_hooks", "_forward_pre_hooks_with_kwargs", "_forward_hooks",
+               "_forward_hooks_with_kwargs", "_forward_hooks_always_called",
+               "_backward_pre_hooks", "_backward_hooks", "_state_dict_pre_hooks",
+               "_state_dict_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks")
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -54,7 +61,7 @@ def _addindent(text: str, spaces: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
 
 
-class Module:
+class Module(ModuleHooks, StateDict):
     """Base class of all layers and models; subclasses define ``forward``.
 
     Assigning a ``Parameter``, a ``Module`` or (via ``register_buffer``) a tensor to an
@@ -74,141 +81,13 @@ class Module:
         setattr_(self, "_buffers", {})
         setattr_(self, "_non_persistent_buffers_set", set())
         setattr_(self, "_modules", {})
-        setattr_(self, "_forward_pre_hooks", HookRegistry())
-        setattr_(self, "_forward_hooks", HookRegistry())
-        setattr_(self, "_backward_pre_hooks", HookRegistry())
-        setattr_(self, "_backward_hooks", HookRegistry())
-        setattr_(self, "_state_dict_pre_hooks", HookRegistry())
-        setattr_(self, "_state_dict_hooks", HookRegistry())
-        setattr_(self, "_load_state_dict_pre_hooks", HookRegistry())
-        setattr_(self, "_load_state_dict_post_hooks", HookRegistry())
+        for name in _REGISTRIES:  # every hook registry (and flag dict) PyTorch has
+            setattr_(self, name, HookRegistry())
+        setattr_(self, "_is_full_backward_hook", None)  # full (True) or legacy (False) hooks
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   '"forward" function')
-
-    # -- calling -------------------------------------------------------------------------
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if not (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks
-                or self._backward_pre_hooks or _hooks.any_global_hooks()):
-            return self.forward(*args, **kwargs)
-        return self._call_with_hooks(args, kwargs)
-
-    def _call_with_hooks(self, args: tuple, kwargs: dict) -> Any:
-        # Snapshots are taken where PyTorch takes them: the backward hooks before the forward
-        # pre-hooks run, the forward hooks when their turn comes (so a pre-hook that adds or
-        # removes a forward hook affects this call).
-        called: set = set()
-        result = None
-        bw_hooks = [*_hooks.global_backward_hooks.values(), *self._backward_hooks.values()]
-        bw_pre = [*_hooks.global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
-        try:
-            args, kwargs = self._run_pre_hooks(args, kwargs)
-            state = None
-            original = args
-            if (bw_hooks or bw_pre) and _mode.grad_enabled:
-                state = _hooks.BackwardHookState(self, bw_pre, bw_hooks, args)
-                args = _hooks.wrap_inputs(state, args)
-            result = self.forward(*args, **kwargs)
-            if state is not None:
-                _hooks.propagate_inplace_inputs(self, original, args)
-            for hid, rec in (*_hooks.global_forward_hooks.items(), *self._forward_hooks.items()):
-                called.add(hid)
-                out = (rec.fn(self, args, kwargs, result) if rec.with_kwargs
-                       else rec.fn(self, args, result))
-                if out is not None:
-                    result = out
-            if state is not None:
-                result = _hooks.wrap_outputs(state, result)
-            return result
-        except Exception:
-            self._run_always_call_hooks(args, kwargs, result, called)
-            raise
-
-    def _run_always_call_hooks(self, args: tuple, kwargs: dict, result: Any,
-                               called: set) -> None:
-        """After ``forward`` (or a hook) raised: the ``always_call`` forward hooks that have not
-        run yet; their own exceptions become warnings, the original error propagates."""
-        for hid, rec in (*_hooks.global_forward_hooks.items(), *self._forward_hooks.items()):
-            if rec.always_call and hid not in called:
-                try:
-                    (rec.fn(self, args, kwargs, result) if rec.with_kwargs
-                     else rec.fn(self, args, result))
-                except Exception as exc:
-                    where = "global " if hid in _hooks.global_forward_hooks else ""
-                    warnings.warn(
-                        f"{where}module forward hook with ``always_call=True`` raised an "
-                        "exception that was silenced as another error was raised in "
-                        f"forward: {str(exc)!r}", UserWarning, stacklevel=3)
-
-    def _run_pre_hooks(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
-        for rec in (*_hooks.global_forward_pre_hooks.values(),
-                    *self._forward_pre_hooks.values()):
-            if rec.with_kwargs:
-                out = rec.fn(self, args, kwargs)
-                if out is None:
-                    continue
-                if not (isinstance(out, tuple) and len(out) == 2):
-                    raise RuntimeError("forward pre-hook must return None or a tuple of "
-                                       f"(new_args, new_kwargs), but got {out!r}.")
-                args, kwargs = out
-            else:
-                out = rec.fn(self, args)
-                if out is None:
-                    continue
-                args = out if isinstance(out, tuple) else (out,)
-        return args, kwargs
-
-    # -- hook registration ---------------------------------------------------------------
-    def register_forward_pre_hook(self, hook: Any, *, prepend: bool = False,
-                                  with_kwargs: bool = False) -> RemovableHandle:
-        """Register ``hook(module, args) -> None | new_args`` (a non-tuple is wrapped), or with
-        ``with_kwargs=True`` ``hook(module, args, kwargs) -> None | (new_args, new_kwargs)``."""
-        return register(self._forward_pre_hooks, ForwardPreHook(hook, with_kwargs),
-                        prepend=prepend)
-
-    def register_forward_hook(self, hook: Any, *, prepend: bool = False,
-                              with_kwargs: bool = False,
-                              always_call: bool = False) -> RemovableHandle:
-        """Register ``hook(module, args, output) -> None | new_output`` (or
-        ``hook(module, args, kwargs, output)`` with ``with_kwargs``); ``always_call`` hooks
-        also run when ``forward`` raises."""
-        return register(self._forward_hooks, ForwardHook(hook, with_kwargs, always_call),
-                        prepend=prepend)
-
-    def register_full_backward_pre_hook(self, hook: Any, prepend: bool = False) -> RemovableHandle:
-        """Register ``hook(module, grad_output) -> None | new_grad_output``, run when the
-        gradients w.r.t. the module's outputs are known."""
-        return register(self._backward_pre_hooks, hook, prepend=prepend)
-
-    def register_full_backward_hook(self, hook: Any, prepend: bool = False) -> RemovableHandle:
-        """Register ``hook(module, grad_input, grad_output) -> None | new_grad_input``, run
-        once per call when the gradients w.r.t. the module's positional inputs are known."""
-        return register(self._backward_hooks, hook, prepend=prepend)
-
-    def register_backward_hook(self, hook: Any) -> RemovableHandle:
-        raise RuntimeError("gradlog does not implement the deprecated non-full backward hooks "
-                           "(they report the gradients of the module's last operation, not of "
-                           "its inputs); use register_full_backward_hook instead.")
-
-    def register_state_dict_pre_hook(self, hook: Any) -> RemovableHandle:
-        """Register ``hook(module, prefix, keep_vars) -> None``, run before ``state_dict``."""
-        return register(self._state_dict_pre_hooks, hook)
-
-    def register_state_dict_post_hook(self, hook: Any) -> RemovableHandle:
-        """Register ``hook(module, state_dict, prefix, local_metadata) -> None``; it may edit
-        ``state_dict`` in place."""
-        return register(self._state_dict_hooks, hook)
-
-    def register_load_state_dict_pre_hook(self, hook: Any) -> RemovableHandle:
-        """Register ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
-        unexpected_keys, error_msgs) -> None``."""
-        return register(self._load_state_dict_pre_hooks, hook)
-
-    def register_load_state_dict_post_hook(self, hook: Any) -> RemovableHandle:
-        """Register ``hook(module, incompatible_keys) -> None``; editing the key lists changes
-        whether a strict load raises."""
-        return register(self._load_state_dict_post_hooks, hook)
 
     # -- registration by attribute -------------------------------------------------------
     def __setattr__(self, name: str, value: Any) -> None:
@@ -230,14 +109,16 @@ class Module:
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
             self._remove_from(name, self.__dict__, self._parameters, self._buffers)
-            modules[name] = value
+            modules[name] = _hooks.run_registration_hooks(
+                _hooks.global_module_registration_hooks, self, name, value)
             return
         modules = self.__dict__.get("_modules")
         if modules is not None and name in modules:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
                                 f"'{name}' (gradlog.nn.Module or None expected)")
-            modules[name] = None
+            modules[name] = _hooks.run_registration_hooks(
+                _hooks.global_module_registration_hooks, self, name, None)
             return
         buffers = self.__dict__.get("_buffers")
         if isinstance(value, Buffer):
@@ -248,7 +129,7 @@ class Module:
             if value is not None and not isinstance(value, Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(gradlog.Tensor or None expected)")
-            buffers[name] = value
+            self.register_buffer(name, value, name not in self._non_persistent_buffers_set)
             return
         object.__setattr__(self, name, value)
 
@@ -298,6 +179,9 @@ class Module:
         if param is not None and param.grad_fn is not None:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model "
                              "parameters must be created explicitly.")
+        if param is not None:
+            param = _hooks.run_registration_hooks(_hooks.global_parameter_registration_hooks,
+                                                  self, name, param)
         self._parameters[name] = param
 
     def register_buffer(self, name: str, tensor: Tensor | None, persistent: bool = True) -> None:
@@ -311,7 +195,8 @@ class Module:
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             "(gradlog Tensor or None required)")
-        self._buffers[name] = tensor
+        self._buffers[name] = _hooks.run_registration_hooks(
+            _hooks.global_buffer_registration_hooks, self, name, tensor)
         if persistent:
             self._non_persistent_buffers_set.discard(name)
         else:
@@ -323,7 +208,8 @@ class Module:
         self._check_name(name, "module")
         if hasattr(self, name) and name not in self._modules:
             raise KeyError(f"attribute '{name}' already exists")
-        self._modules[name] = module
+        self._modules[name] = _hooks.run_registration_hooks(
+            _hooks.global_module_registration_hooks, self, name, module)
 
     register_module = add_module
 
@@ -496,89 +382,6 @@ class Module:
     def cpu(self) -> Module:
         return self
 
-    # -- state dict ----------------------------------------------------------------------
-    def _save_to_state_dict(self, destination: dict, prefix: str, keep_vars: bool) -> None:
-        for name, p in self._parameters.items():
-            if p is not None:
-                destination[prefix + name] = p if keep_vars else p.detach()
-        for name, b in self._buffers.items():
-            if b is not None and name not in self._non_persistent_buffers_set:
-                destination[prefix + name] = b if keep_vars else b.detach()
-
-    def state_dict(self, *, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict:
-        """Parameters and persistent buffers by dotted name (detached, sharing memory)."""
-        if destination is None:
-            destination = OrderedDict()
-        for hook in tuple(self._state_dict_pre_hooks.values()):
-            hook(self, prefix, keep_vars)
-        self._save_to_state_dict(destination, prefix, keep_vars)
-        for name, m in self._modules.items():
-            if m is not None:
-                m.state_dict(destination=destination, prefix=prefix + name + ".",
-                             keep_vars=keep_vars)
-        for hook in tuple(self._state_dict_hooks.values()):
-            if hook(self, destination, prefix, {}) is not None:
-                raise RuntimeError("state_dict post-hook must return None")
-        return destination
-
-    def _load_from_state_dict(self, state_dict: dict, prefix: str, strict: bool,
-                              missing: list, unexpected: list, errors: list) -> None:
-        for hook in tuple(self._load_state_dict_pre_hooks.values()):
-            hook(self, state_dict, prefix, {}, strict, missing, unexpected, errors)
-        local = {**{k: v for k, v in self._parameters.items() if v is not None},
-                 **{k: v for k, v in self._buffers.items()
-                    if v is not None and k not in self._non_persistent_buffers_set}}
-        for name, target in local.items():
-            key = prefix + name
-            if key not in state_dict:
-                missing.append(key)
-                continue
-            value = state_dict[key]
-            arr = value._data if isinstance(value, Tensor) else np.asarray(value)
-            if arr.shape != target._data.shape:
-                errors.append(f"size mismatch for {key}: copying a param with shape "
-                              f"{list(arr.shape)} from checkpoint, the shape in current model is "
-                              f"{list(target._data.shape)}.")
-                continue
-            with no_grad():
-                target.copy_(value if isinstance(value, Tensor) else arr)
-        if strict:
-            for key in state_dict:
-                if key.startswith(prefix) and key != prefix:
-                    rest = key[len(prefix):]
-                    head = rest.split(".", 1)[0]
-                    if head not in local and head not in self._modules:
-                        unexpected.append(key)
-
-    def load_state_dict(self, state_dict: dict, strict: bool = True,
-                        assign: bool = False) -> _IncompatibleKeys:
-        """Copy values from ``state_dict``; with ``strict`` every key must match exactly, and a
-        mismatch raises listing missing keys, unexpected keys and shape mismatches."""
-        if not isinstance(state_dict, dict):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing: list = []
-        unexpected: list = []
-        errors: list = []
-        for name, mod in self.named_modules():
-            mod._load_from_state_dict(state_dict, name + "." if name else "", strict, missing,
-                                      unexpected, errors)
-        result = _IncompatibleKeys(missing, unexpected)
-        for _name, mod in self.named_modules():
-            for hook in tuple(mod._load_state_dict_post_hooks.values()):
-                hook(mod, result)
-        if strict:
-            if result.unexpected_keys:
-                keys = ", ".join(f'"{k}"' for k in result.unexpected_keys)
-                errors.insert(0, f"Unexpected key(s) in state_dict: {keys}. ")
-            if result.missing_keys:
-                keys = ", ".join(f'"{k}"' for k in result.missing_keys)
-                errors.insert(0, f"Missing key(s) in state_dict: {keys}. ")
-        if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {self._get_name()}:\n\t"
-                               + "\n\t".join(errors))
-        return result
-
     # -- repr ----------------------------------------------------------------------------
     def _get_name(self) -> str:
         return type(self).__name__
@@ -609,8 +412,9 @@ class Module:
         new = type(self).__new__(type(self))
         memo[id(self)] = new
         for key, value in self.__dict__.items():
-            if isinstance(value, HookRegistry):
-                value = HookRegistry(value)  # hooks are copied explicitly, not shared
+            if isinstance(value, HookRegistry):  # hooks are copied explicitly, not shared
+                value = HookRegistry((k, h.rebound(new) if isinstance(h, WrappedHook) else h)
+                                     for k, h in value.items())
             else:
                 value = copy.deepcopy(value, memo)
             object.__setattr__(new, key, value)

@@ -1,0 +1,121 @@
+"""Views: tensors sharing the memory of another (reshape, transpose, basic indexing, split...).
+
+A view shares its base's version counter and remembers how to recreate itself from its root
+base (``_view_chain``: the view ops and their other arguments). When the base, or another view
+of it, is changed in place, the view's grad_fn no longer describes its value; it is
+regenerated (the chain replayed on the base's new history) the next time it is needed, as
+PyTorch does. Two kinds of views cannot be regenerated, with PyTorch's errors: the outputs of
+an op that returns several views, and views made in inference mode of tensors that require
+grad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .grad_mode import GRAD
+from .grad_mode import mode as _mode
+from .grad_mode import set_mode as _set_mode
+from .tensor import Tensor, VersionCounter
+
+__all__ = ["is_view_of", "share_view", "refresh_view", "replay", "check_inplace_on_view"]
+
+
+def is_view_of(out: Tensor, src: Any) -> bool:
+    return isinstance(src, Tensor) and np.may_share_memory(out._data, src._data)
+
+
+def share_view(out: Tensor, cls: type, args: tuple, in_inference: int, nr: int = 0) -> None:
+    """Make ``out`` (output ``nr`` of the view op ``cls`` applied to ``args``) a view of
+    ``args[0]``: the same version counter, and the chain that recreates it from the root base."""
+    src = args[0]
+    vc = src._vc
+    if vc is None:
+        vc = src._vc = VersionCounter()
+    out._vc = vc
+    out._view_version = vc.value
+    step = ((cls, args[1:], nr),)
+    if src._base is not None:
+        out._base = src._base
+        out._view_chain = src._view_chain + step
+    else:
+        out._base = src
+        out._view_chain = step
+    if in_inference:
+        if src._inference:
+            out._inference = True  # a view of an inference tensor is one
+        else:  # a view of a normal tensor stays normal; it keeps requires_grad, no grad_fn
+            out._requires_grad = src._requires_grad
+            out._made_in_inference = True
+
+
+def replay(t: Tensor, chain: tuple) -> Tensor:
+    """The view ``chain`` describes, applied to ``t`` (recorded when ``t`` requires grad)."""
+    for cls, args, nr in chain:
+        t = cls.apply(t, *args)
+        if nr or t.__class__ is tuple:
+            t = t[nr]
+    return t
+
+
+def refresh_view(t: Tensor) -> None:
+    """Regenerate the grad_fn of a view whose base changed in place since it was set."""
+    vc = t._vc
+    if vc.value == t._view_version:
+        return
+    base = t._base
+    if not (t._requires_grad or base._requires_grad):
+        t._view_version = vc.value
+        return
+    if t._made_in_inference:
+        raise RuntimeError(
+            "A view was created in inference mode and its base or another view of its base has "
+            "been modified inplace in normal mode. Given that this use case is ambiguous and "
+            "error-prone, it is forbidden. You can clarify your code by moving both the view and "
+            "the inplace either both inside the inference_mode block (if you don't want the "
+            "inplace to be tracked) or both outside (if you want the inplace to be tracked).")
+    op = _multi_output_op(t)
+    if op is not None:
+        raise RuntimeError(
+            f"Output {t._view_chain[-1][2]} of {op} is a view and its base or another view of "
+            "its base has been modified inplace. This view is the output of a function that "
+            "returns multiple views. Such functions do not allow the output views to be "
+            "modified inplace. You should replace the inplace operation by an out-of-place one.")
+    previous = _mode()
+    _set_mode(GRAD)  # the regenerated node is recorded whatever the caller's grad mode
+    try:
+        fresh = replay(base, t._view_chain)
+    finally:
+        _set_mode(previous)
+    t._grad_fn = fresh._grad_fn
+    t._requires_grad = fresh._requires_grad
+    if fresh._output_nr:
+        t._output_nr = fresh._output_nr
+    else:
+        t.__dict__.pop("_output_nr", None)
+    t.__dict__.pop("_hooks", None)  # hooks stay with the old node, as in PyTorch
+    t._view_version = vc.value
+
+
+def check_inplace_on_view(t: Tensor) -> None:
+    """PyTorch refuses in-place changes to the outputs of ops that return several views."""
+    op = _multi_output_op(t)
+    if op is not None:
+        raise RuntimeError(
+            f"Output {t._view_chain[-1][2]} of {op} is a view and is being modified inplace. "
+            "This view is the output of a function that returns multiple views. Such functions "
+            "do not allow the output views to be modified inplace. You should replace the "
+            "inplace operation by an out-of-place one.")
+
+
+def _multi_output_op(t: Tensor) -> str | None:
+    """The name (PyTorch's, without ``Backward0``) of the multi-output view op that made
+    ``t``, when ``t`` requires grad, else None."""
+    if not t._requires_grad or not t._view_chain:
+        return None
+    cls = t._view_chain[-1][0]
+    if not getattr(cls, "multi_output_view", False):
+        return None
+    return cls._node_cls.__name__.removesuffix("Backward0")

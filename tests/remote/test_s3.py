@@ -1,0 +1,270 @@
+"""Logging to S3 end to end, against a real S3-compatible server (moto's server mode on
+127.0.0.1) with s3fs as the client: segments a reader always finds whole, ``gradlog train
+--logdir s3://...`` read back by both of TensorBoard's loaders and by a live ``tensorboard``,
+``gradlog inspect s3://...``, a SIGKILL then ``--resume s3://...``, and the server stopped
+mid-run (retries, the spool, one error line, ``gradlog sync``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from moto_server import MotoServer, free_port
+from remote_helpers import (
+    TINY,
+    download,
+    events_of,
+    gradlog_cli,
+    legacy_scalars,
+    need_s3,
+    scalar_series,
+)
+
+need_s3()
+
+pytestmark = pytest.mark.slow
+EPOCHS = "3"  # 4 steps each: steps 0..11, checkpoints at 4, 8, 12
+
+
+def _train_args(tiny, *extra):
+    return ["train", "--config", str(tiny), "--batch-size", "64", "--epochs", EPOCHS, "-q",
+            *extra]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("config") / "tiny.toml"
+    path.write_text(TINY)
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(tiny, tmp_path_factory):
+    """train/loss of the uninterrupted run, logged to a local directory."""
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    result = gradlog_cli(_train_args(tiny, "--logdir", str(run_dir)), dict(os.environ))
+    assert result.returncode == 0, result.stderr
+    return scalar_series(str(run_dir), "train/loss")
+
+
+def _whole(path) -> bool:
+    from gradlog.tensorboard.reader import check_file
+    found = check_file(path)
+    return found.damage is None and found.torn_bytes == 0
+
+
+def test_segments_are_whole_whenever_a_reader_looks(bucket, s3_server, tmp_path):
+    from gradlog.tensorboard import SummaryWriter
+    writer = SummaryWriter(f"s3://{bucket}/exp/run", max_queue=50)
+    client = s3_server.client()
+    seen = set()
+    for block in range(5):
+        for step in range(block * 100, (block + 1) * 100):
+            writer.add_scalar("loss", step / 1000, step)
+        writer.flush()  # a segment closes and is uploaded whole
+        for key in download(client, bucket, "exp/run", tmp_path / f"look{block}"):
+            assert _whole(tmp_path / f"look{block}" / key[len("exp/run/"):]), key
+            seen.add(key)
+    writer.close()
+    keys = download(client, bucket, "exp/run", tmp_path / "final")
+    assert len(keys) >= 5 and seen <= set(keys)
+    assert [s for s, _ in scalar_series(str(tmp_path / "final"), "loss")] == list(range(500))
+    assert [s for s, _ in legacy_scalars(str(tmp_path / "final"), "loss")] == list(range(500))
+
+
+@pytest.fixture(scope="module")
+def trained(tiny, s3_server, tmp_path_factory):
+    """``gradlog train --logdir s3://...`` (3 epochs), its objects downloaded."""
+    need_s3()
+    env = {**os.environ, **s3_server.env,
+           "XDG_CACHE_HOME": str(tmp_path_factory.mktemp("cache"))}
+    s3_server.client().create_bucket(Bucket="trained")
+    result = gradlog_cli(_train_args(tiny, "--logdir", "s3://trained/exp/run1"), env)
+    local = tmp_path_factory.mktemp("trained")
+    keys = download(s3_server.client(), "trained", "exp/run1", local)
+    return result, keys, local, env
+
+
+def test_gradlog_train_logs_to_s3_and_both_loaders_read_every_segment(trained, reference):
+    result, keys, local, _ = trained
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "view the run:  tensorboard --logdir s3://trained/exp/run1"
+    names = [k[len("exp/run1/"):] for k in keys]
+    assert {"run.toml", "checkpoint-00000008.npz", "checkpoint-00000012.npz"} <= set(names)
+    segments = [n for n in names if "tfevents" in n and "/" not in n]
+    assert len(segments) >= 3  # one at start, then at least one per checkpoint
+    for name in segments:  # each segment alone is a whole event file
+        assert _whole(local / name) and events_of(str(local / name))[0].file_version
+    assert scalar_series(str(local), "train/loss") == reference  # each step once, same values
+    assert legacy_scalars(str(local), "train/loss") == reference
+    assert [s for s, _ in scalar_series(str(local / "hparams"), "hparam/val_loss")] == [0]
+
+
+def test_gradlog_inspect_reads_the_bucket(trained):
+    _, _, _, env = trained
+    result = gradlog_cli(["inspect", "s3://trained/exp"], env)
+    assert result.returncode == 0, result.stderr
+    assert re.search(r"^run run1  \(\d+ event files, \d+ tags\)$", result.stdout, re.M)
+    assert re.search(r"^    loss +scalar +12  steps 0\.\.11", result.stdout, re.M)
+
+
+@pytest.mark.server
+def test_live_tensorboard_serves_the_scalars_from_s3(trained, reference, tmp_path):
+    _, _, _, env = trained
+    port = free_port()
+    log = open(tmp_path / "tensorboard.log", "wb")
+    tb = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir",
+                           "s3://trained/exp", "--load_fast=false", "--host", "127.0.0.1",
+                           "--port", str(port), "--reload_interval", "0",
+                           "--reload_task", "blocking"], env=env, stdout=log,
+                          stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}/data/plugin/scalars/scalars?run=run1&tag=train%2Floss"
+        deadline, points = time.monotonic() + 90, None
+        while points is None:
+            try:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    points = json.load(response)
+            except OSError:
+                assert tb.poll() is None and time.monotonic() < deadline, \
+                    (tmp_path / "tensorboard.log").read_text()
+                time.sleep(0.5)
+    finally:
+        tb.terminate()
+        try:
+            tb.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            tb.kill()
+            tb.wait()
+        log.close()
+    assert [(step, value) for _, step, value in points] == \
+        [(step, pytest.approx(value, rel=1e-6)) for step, value in reference]
+
+
+def test_sigkill_then_resume_from_s3_has_each_step_once(tiny, bucket, s3_env, test_plugins,
+                                                        spool_home, reference, tmp_path):
+    url = f"s3://{bucket}/exp/run1"
+    env = {**s3_env, "GRADLOG_TEST_MARKER": str(tmp_path / "killed")}
+    killed = gradlog_cli(_train_args(tiny, "--logdir", url, "-p", "killer:at_step=6"), env,
+                         test_plugins)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    spool = spool_home / "gradlog" / "spool" / "s3" / bucket / "exp" / "run1"
+    left = os.listdir(spool)  # the open segment, if its events had reached it
+    assert all("tfevents" in name for name in left) and len(left) <= 1
+    resumed = gradlog_cli(["train", "--resume", url], env, test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    assert not [f for _, _, files in os.walk(spool) for f in files]  # uploaded first
+    if left:
+        assert "uploaded 1 event file(s) an earlier session left in" in resumed.stdout
+    local = tmp_path / "run"
+    download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
+    assert scalar_series(str(local), "train/loss") == reference
+    assert legacy_scalars(str(local), "train/loss") == reference
+
+
+def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
+        tiny, test_plugins, reference, tmp_path):
+    server = MotoServer(str(tmp_path / "moto.log"))
+    bucket, url = "stopped", "s3://stopped/exp/run1"
+    server.client().create_bucket(Bucket=bucket)
+    marker = tmp_path / "waiting"
+    env = {**os.environ, **server.env, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "GRADLOG_TEST_MARKER": str(marker),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(test_plugins),
+                                                       os.environ.get("PYTHONPATH")]))}
+    run = subprocess.Popen([sys.executable, "-m", "gradlog.cli",
+                            *_train_args(tiny, "--logdir", url, "-p", "waiter:at_step=2")],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+            time.sleep(0.05)
+        # The server goes away mid-run. Its storage would outlive it, moto's is in memory:
+        # the test keeps what it held, and gives it to the server that replaces it.
+        held = {}
+        client = server.client()
+        for obj in client.list_objects_v2(Bucket=bucket).get("Contents", []):
+            held[obj["Key"]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        server.stop()
+        marker.unlink()  # training goes on
+        out, err = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        server.stop()
+    assert run.returncode == 1, err
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    found = re.fullmatch(r"error: cannot write (\S+): upload failed 5 times over \d+ s "
+                         r"\(.*\); the unsent events are kept in (\S+) \(upload them with: "
+                         r"gradlog sync (\S+) (\S+)\); (.*)", lines[0])
+    assert found and found.group(1) == url and found.group(4) == url, lines[0]
+    spool = found.group(2)
+    assert found.group(3) == spool and os.listdir(spool)
+
+    again = MotoServer(str(tmp_path / "moto.log"), port=server.port)
+    try:
+        client = again.client()
+        client.create_bucket(Bucket=bucket)
+        for key, body in held.items():
+            client.put_object(Bucket=bucket, Key=key, Body=body)
+        synced = gradlog_cli(["sync", spool, url], env)
+        assert synced.returncode == 0, synced.stderr
+        assert re.fullmatch(rf"uploaded \d+ files? from {re.escape(spool)} to {url}\n",
+                            synced.stdout)
+        assert not os.path.exists(spool)
+        local = tmp_path / "run"
+        download(client, bucket, "exp/run1", local)
+    finally:
+        again.stop()
+    recovered = scalar_series(str(local), "train/loss")
+    steps = [s for s, _ in recovered]
+    assert steps == list(range(len(steps))) and len(steps) >= 4  # after the stop too
+    assert recovered == reference[:len(steps)]
+
+
+def test_an_aged_segment_is_uploaded_by_the_writers_background_worker(tmp_path, spool_home,
+                                                                      monkeypatch):
+    """The segment flush_secs closes is uploaded by a job of the writer's background worker
+    (the training thread never waits for it): when that upload fails for good, the next call
+    raises its error, naming the job, and the events stay in the spool."""
+    import fsspec.config
+
+    from gradlog.tensorboard import SummaryWriter, storage
+    server = MotoServer(str(tmp_path / "moto.log"))
+    try:
+        for key, value in server.env.items():
+            monkeypatch.setenv(key, value)
+        # (the endpoint in fsspec's configuration too: s3fs caches a filesystem per options)
+        monkeypatch.setitem(fsspec.config.conf, "s3", {
+            **json.loads(server.env["FSSPEC_S3"]), "endpoint_url": server.endpoint})
+        server.client().create_bucket(Bucket="aged")
+        url = "s3://aged/run"
+        writer = SummaryWriter(url, flush_secs=0.5)
+        server.stop()
+        writer.add_scalar("loss", 1.0, 0)
+        deadline, error = time.monotonic() + 120, None
+        while error is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+            try:
+                writer.add_scalar("loss", 2.0, 1)
+            except storage.UploadError as raised:
+                error = raised
+        assert error.filename == url
+        assert any("background writer in uploading to s3://aged/run" in note
+                   for note in getattr(error, "__notes__", []))
+        assert any("tfevents" in name for name in os.listdir(storage.spool_dir(url)))
+        with pytest.raises(storage.UploadError):
+            writer.close()  # still failing: kept in the spool, and said so again
+    finally:
+        server.stop()
