@@ -217,8 +217,10 @@ def _statuses(status_dir: str, n: int) -> dict[int, tuple[int, str]]:
 def verdict(n: int, reported: dict[int, tuple[int, str]],
             ended: dict[int, str]) -> tuple[int, str]:
     """The job's exit status and what to say: a rank killed (or ended) without reporting is
-    the cause; else the ranks that reported a failure; else the status they all share."""
+    the cause (those killed by a signal, if any: a peer that then lost its connection is
+    not); else the ranks that reported a failure; else the status they all share."""
     silent = {r: how for r, how in ended.items() if r not in reported}
+    silent = {r: how for r, how in silent.items() if how.startswith("signal")} or silent
     if silent:
         named = "; ".join(f"rank {r} of {n} {_how(how)}" for r, how in sorted(silent.items()))
         return 1, f"{named}; every rank was stopped"

@@ -84,3 +84,19 @@ def test_the_distributed_api_names_what_is_missing_before_init():
                                          r"the MPI backend"):
         dist.init_process_group("mpi", timeout=30)
     assert not dist.is_initialized()
+
+
+def test_the_verdict_names_the_rank_that_was_killed_not_the_peers_it_took_down():
+    from gradlog.train.launch import verdict
+    # rank 1 killed; rank 0 then lost its connection and exited 1 before it could report
+    assert verdict(2, {}, {0: "status 1", 1: "signal SIGKILL"}) == \
+        (1, "rank 1 of 2 was killed by SIGKILL; every rank was stopped")
+    # no signal: every rank that ended without reporting is named
+    assert verdict(3, {2: (0, "")}, {0: "status 1", 1: "status 2"}) == \
+        (1, "rank 0 of 3 exited with status 1; rank 1 of 3 exited with status 2; "
+            "every rank was stopped")
+    assert verdict(2, {0: (1, "ValueError: bad"), 1: (1, "peer gone")}, {}) == \
+        (1, "rank 0 of 2 failed: ValueError: bad; every rank was stopped")
+    assert verdict(2, {0: (143, ""), 1: (143, "")}, {}) == \
+        (143, "interrupted (SIGTERM); every rank stopped")
+    assert verdict(2, {0: (0, ""), 1: (0, "")}, {}) == (0, "")
