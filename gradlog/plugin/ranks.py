@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from ..engines.base import REDUCTIONS
-from ..tensorboard import storage
 
 __all__ = ["RankedWriters", "rank_run_dir"]
 
 
 def rank_run_dir(logdir: str, rank: int) -> str:
-    """The sub-run of rank ``rank`` in the run directory ``logdir``."""
+    """The sub-run of rank ``rank`` in the run directory ``logdir`` (a path or a URL)."""
+    from ..tensorboard import storage  # lazily: import gradlog loads no TensorBoard
     return storage.join(logdir, f"rank{rank}")
 
 

@@ -100,3 +100,10 @@ def test_the_verdict_names_the_rank_that_was_killed_not_the_peers_it_took_down()
     assert verdict(2, {0: (143, ""), 1: (143, "")}, {}) == \
         (143, "interrupted (SIGTERM); every rank stopped")
     assert verdict(2, {0: (0, ""), 1: (0, "")}, {}) == (0, "")
+
+
+def test_rank_sub_runs_sit_inside_the_run_directory_for_paths_and_urls(tmp_path):
+    from gradlog.plugin.ranks import rank_run_dir
+    assert rank_run_dir(str(tmp_path), 1) == str(tmp_path / "rank1")
+    assert rank_run_dir("s3://bucket/runs/a", 3) == "s3://bucket/runs/a/rank3"
+    assert rank_run_dir("memory://runs/a/", 0) == "memory://runs/a/rank0"
