@@ -1,8 +1,8 @@
 """Logging to S3 end to end, against a real S3-compatible server (moto's server mode on
 127.0.0.1) with s3fs as the client: segments a reader always finds whole, ``gradlog train
 --logdir s3://...`` read back by both of TensorBoard's loaders and by a live ``tensorboard``,
-``gradlog inspect s3://...``, a SIGKILL then ``--resume s3://...``, and the server stopped
-mid-run (retries, the spool, one error line, ``gradlog sync``)."""
+``gradlog inspect s3://...``, a SIGKILL, SIGTERM or SIGINT then ``--resume s3://...``, and the
+server stopped mid-run (retries, the spool, one error line, ``gradlog sync``)."""
 
 from __future__ import annotations
 
@@ -167,6 +167,30 @@ def test_sigkill_then_resume_from_s3_has_each_step_once(tiny, bucket, s3_env, te
     download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
     assert scalar_series(str(local), "train/loss") == reference
     assert legacy_scalars(str(local), "train/loss") == reference
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_uploads_the_open_segment_and_resume_continues(sig, tiny, bucket, s3_env,
+                                                                 test_plugins, spool_home,
+                                                                 reference, tmp_path):
+    url = f"s3://{bucket}/exp/run1"
+    env = {**s3_env, "GRADLOG_TEST_MARKER": str(tmp_path / "signalled")}
+    stopped = gradlog_cli(_train_args(tiny, "--logdir", url, "-p",
+                                      f"killer:at_step=6,signal={sig}"), env, test_plugins)
+    assert stopped.returncode == 128 + signal.Signals[sig], stopped.stderr
+    spool = spool_home / "gradlog" / "spool" / "s3" / bucket / "exp" / "run1"
+    assert not [f for _, _, files in os.walk(spool) for f in files]  # nothing left behind
+    local = tmp_path / "before"
+    names = download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
+    # the epoch's checkpoint and one saved after the signalled step (steps 0..6 done)
+    assert [k.rsplit("/", 1)[1] for k in names if "/checkpoint-" in k] == \
+        ["checkpoint-00000004.npz", "checkpoint-00000007.npz"]
+    assert scalar_series(str(local), "train/loss") == reference[:7]  # all uploaded
+    resumed = gradlog_cli(["train", "--resume", url], env, test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    local = tmp_path / "after"
+    download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
+    assert scalar_series(str(local), "train/loss") == reference
 
 
 def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
