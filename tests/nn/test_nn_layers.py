@@ -36,6 +36,7 @@ def test_linear_backward_is_differentiable_in_every_argument_and_upstream_gradie
               rand(5, seed=2))
     check_vjp(lambda x, w, b: F.linear(x, w, b), rand(2, 3, 4), rand(5, 4, seed=1),
               rand(5, seed=2))
+    check_vjp(lambda x, w, b: F.linear(x, w, b), rand(4), rand(5, 4, seed=1), rand(5, seed=2))
     check_vjp(lambda x, w: F.linear(x, w), rand(3, 4, grad=False), rand(5, 4, seed=1))
     check_vjp(lambda x, b: F.linear(x, rand(5, 4, seed=1, grad=False), b), rand(3, 4),
               rand(5, seed=2))
