@@ -21,6 +21,7 @@ WORKLOADS = {
     "W5": "writer", "W5b": "writer",
     "W6": "memory",
     "W7": "torch_watch",
+    "W8": "distributed",
 }
 
 

@@ -1,7 +1,7 @@
 """gradlog: a numpy autograd engine with PyTorch's API, hook registries, plugins and
 TensorBoard logging. This file only re-exports; nothing is defined here."""
 
-from . import autograd, data, nn, optim, utils
+from . import autograd, data, distributed, nn, optim, utils
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .autograd.creation import (
     arange,

@@ -6,6 +6,7 @@ User errors exit with status 2 and one line on stderr (``error: ...``), never a 
 from __future__ import annotations
 
 import errno
+import os
 import sys
 from typing import Any
 
@@ -105,10 +106,13 @@ def main() -> None:
               help="Continue the run in DIR with its recorded configuration (flags given "
                    "again must match it; --epochs may be raised).")
 @click.option("-q", "--quiet", is_flag=True, help="No progress output.")
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Train on N processes of this machine (data-parallel: the batch is divided "
+                   "across them; needs gradlog[mpi], or torch for a PyTorch build()).")
 def train(example: str | None, logdir: str | None, epochs: int | None,
           batch_size: int | None, lr: float | None, seed: int | None, plugins: tuple,
           no_default_plugins: bool | None, config_file: str | None,
-          strict_plugins: bool | None, resume: str | None, quiet: bool) -> None:
+          strict_plugins: bool | None, resume: str | None, quiet: bool, nproc: int) -> None:
     """Train EXAMPLE and log to TensorBoard.
 
     EXAMPLE is a built-in example (shapes, the default; shapes-mlp) or a Python file that
@@ -123,6 +127,10 @@ def train(example: str | None, logdir: str | None, epochs: int | None,
     --resume DIR restores it. Flags given again with the same value are fine, a larger
     --epochs extends the run, any other difference is refused.
 
+    --nproc N starts N processes (mpiexec -n N gradlog train, or torchrun for a PyTorch
+    build(), works too): --batch-size is the global batch, rank 0 writes the run directory,
+    and a run resumes on any number of processes.
+
     Exit status: 0 done, 1 the run failed, 2 usage error, 130/143 interrupted by SIGINT or
     SIGTERM (a checkpoint is saved; continue with --resume DIR).
     """
@@ -133,8 +141,15 @@ def train(example: str | None, logdir: str | None, epochs: int | None,
                            default_plugins=False if no_default_plugins else None,
                            config_file=config_file,
                            strict_plugins=True if strict_plugins else None, resume=resume,
-                           quiet=quiet)
-    sys.exit(run_training(options))
+                           quiet=quiet, nproc=nproc)
+    status = run_training(options)
+    if os.environ.get("TORCHELASTIC_RUN_ID") and "torch.distributed" in sys.modules:
+        # NOTE: a rank under torch's launcher leaves without interpreter teardown: torch 2.13
+        # with a gloo group sometimes never finishes it (everything is written and closed)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 @main.group()

@@ -38,6 +38,10 @@ class Options:
                 "and batch statistics out of the numbers"})
     at_epoch_end: bool = field(default=True, metadata={
         "help": "also probe at the end of each epoch"})
+    per_rank: bool = field(default=False, metadata={
+        "help": "data-parallel: also write each rank's numbers into its rank<k>/ sub-run (they "
+                "differ between ranks when the probe is the rank's training batch, i.e. without "
+                "the probe set)"})
 
 
 def unit_stats(values: np.ndarray, saturation: tuple[float, float] | None) -> dict[str, float]:
@@ -147,6 +151,9 @@ class ActivationStats(Plugin):
         for name, stats in found.items():
             for key, value in stats.items():
                 run.log_scalar(f"activation-stats/{name}/{key}", value, step=step)
+                if self.options.per_rank:
+                    run.log_scalar(f"activation-stats/{name}/{key}", value, step=step,
+                                   per_rank=True)
 
     @staticmethod
     def _capture(engine: Any, name: str, saturation: Any, found: dict) -> Any:

@@ -32,6 +32,10 @@ class Options:
     norm_type: float = field(default=2.0, metadata={
         "help": "p of the p-norm (inf: largest absolute value), as in clip_grad_norm_",
         "min": 1.0})
+    per_rank: bool = field(default=False, metadata={
+        "help": "also write each rank's own raw gradient norms (this rank's batch, before the "
+                "cross-rank all-reduce of data-parallel training) into its rank<k>/ sub-run, "
+                "to find a straggling or diverging rank"})
     warn_above: float = field(default=math.inf, metadata={
         "help": "warn (and log text grad-norm/warnings) when the global norm is above this or "
                 "not finite; inf turns the warning off (a good threshold depends on the model)",
@@ -76,6 +80,11 @@ class GradNorm(Plugin):
     spikes. With ``warn_above`` set, a global norm above it (or non-finite) raises a
     RuntimeWarning and logs a text summary naming the largest layers to
     ``grad-norm/warnings``.
+
+    Data-parallel, the run's norms are of the averaged gradients every rank applies (logged by
+    rank 0). ``per_rank=true`` also writes, on every rank, the same tags into the rank's
+    ``rank<k>/`` sub-run, measured from its own gradients as they are accumulated (by
+    post-accumulate-grad hooks, before the all-reduce).
     """
 
     name = "grad-norm"
@@ -87,6 +96,7 @@ class GradNorm(Plugin):
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
         self._pending: dict[str, float] | None = None
+        self._local: dict[int, float] = {}  # per_rank: parameter index -> its raw norm
         self.warnings = 0
 
     def setup(self, run: Any) -> None:
@@ -96,17 +106,36 @@ class GradNorm(Plugin):
             module = n.rpartition(".")[0]
             self._params.append((module or "root", p,
                                  selected([n, module], o.include, o.exclude)))
+        if o.per_rank:
+            for i, (_, p, _) in enumerate(self._params):
+                if p.requires_grad:
+                    run.hooks.register_post_accumulate_grad_hook(p, self._local_norm(run, i))
+
+    def _local_norm(self, run: Any, i: int) -> Any:
+        def hook(param: Any) -> None:
+            # the latest value wins: with accumulation, the step's total so far
+            if run.phase == "train" and self._is_due(run):
+                self._local[i] = _norm(run.engine.to_numpy(param.grad),
+                                       self.options.norm_type)
+        return hook
 
     def _is_due(self, run: Any) -> bool:
         return run.step % self.options.every == 0
 
     def _measure(self, run: Any) -> dict[str, float]:
         p = self.options.norm_type
+        return self._combined({i: _norm(run.engine.to_numpy(param.grad), p)
+                               for i, (_, param, _) in enumerate(self._params)
+                               if param.grad is not None})
+
+    def _combined(self, by_param: dict[int, float]) -> dict[str, float]:
+        """The global and per-module norms from the norms of the parameters' gradients."""
+        p = self.options.norm_type
         every: list[float] = []
         layers: dict[str, list[float]] = {}
-        for module, param, logged in self._params:
-            if param.grad is not None:
-                every.append(_norm(run.engine.to_numpy(param.grad), p))
+        for i, (module, _, logged) in enumerate(self._params):
+            if i in by_param:
+                every.append(by_param[i])
                 if logged:
                     layers.setdefault(module, []).append(every[-1])
         norms = {"global": _combine(every, p)}
@@ -133,6 +162,10 @@ class GradNorm(Plugin):
         pending, self._pending = self._pending, None
         if pending is not None:
             self._emit(run, pending)
+        local, self._local = self._local, {}
+        if local:
+            for key, value in self._combined(local).items():
+                run.log_scalar(f"grad-norm/{key}", value, per_rank=True)
 
     def _emit(self, run: Any, norms: dict[str, float]) -> None:
         for key, value in norms.items():

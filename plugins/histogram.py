@@ -30,6 +30,10 @@ class Options:
         "help": "globs (same matching as include) that are left out"})
     kinds: list[str] = field(default_factory=lambda: list(KINDS), metadata={
         "help": "what to log, a subset of: " + ", ".join(KINDS)})
+    per_rank: bool = field(default=False, metadata={
+        "help": "also write each rank's own grad_raw (its gradients before the cross-rank "
+                "all-reduce of data-parallel training) and activation histograms (its share of "
+                "the batch) into its rank<k>/ sub-run"})
     bins: int | str = field(default="tensorflow", metadata={
         "help": "\"tensorflow\" (PyTorch's exponential edges), a numpy rule (auto, fd, ...) "
                 "or a number of equal-width buckets"})
@@ -98,6 +102,11 @@ class Histogram(Plugin):
 
     NaN and Inf are never dropped: the writer counts them into ``<tag>/nonfinite``. On the
     other steps the plugin does nothing but compare the step number.
+
+    Data-parallel, the run (rank 0) shows the synchronised model: weights, and gradients as
+    averaged over the ranks; activations are rank 0's. ``per_rank=true`` also writes, on every
+    rank, ``grad_raw`` (the rank's own gradients, copied by post-accumulate-grad hooks before
+    the all-reduce) and ``activation`` histograms into the rank's ``rank<k>/`` sub-run.
     """
 
     name = "histogram"
@@ -113,6 +122,7 @@ class Histogram(Plugin):
         self._param_list: list = []
         self._module_list: list = []
         self._raw: dict[str, np.ndarray] = {}
+        self._local_raw: dict[str, np.ndarray] = {}  # per_rank
         self._before: dict[str, np.ndarray] = {}
         self._act_handles: list = []
 
@@ -128,6 +138,16 @@ class Histogram(Plugin):
             leaves = [(n, m) for n, m in run.model.named_modules()
                       if next(iter(m.children()), None) is None]
             self._module_list = [(n or "root", m) for n, m in leaves if self._selected(n)]
+        if self.options.per_rank and "grad_raw" in self._kinds:
+            for n, p in self._param_list:
+                if p.requires_grad:
+                    run.hooks.register_post_accumulate_grad_hook(p, self._local_grad(run, n))
+
+    def _local_grad(self, run: Any, name: str) -> Any:
+        def hook(param: Any) -> None:
+            if run.phase == "train" and self._is_due(run):  # with accumulation: latest total
+                self._local_raw[name] = np.array(run.engine.to_numpy(param.grad))
+        return hook
 
     def _is_due(self, run: Any) -> bool:
         return run.step % self.options.every == 0
@@ -135,6 +155,7 @@ class Histogram(Plugin):
     # -- events -----------------------------------------------------------------------------
     def on_batch_start(self, run: Any) -> None:
         self._raw.clear()
+        self._local_raw.clear()
         self._before.clear()
         if not self._is_due(run):
             return
@@ -202,6 +223,10 @@ class Histogram(Plugin):
         for n, grad in raw.items():  # (the plugin's own snapshots, handed over)
             run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins,
                               copy=False)
+        local, self._local_raw = self._local_raw, {}
+        for n, grad in local.items():
+            run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins,
+                              copy=False, per_rank=True)
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)
@@ -216,11 +241,13 @@ class Histogram(Plugin):
 
     def _activation_hook(self, run: Any, name: str) -> Any:
         tag = f"histogram/activation/{name}"
-        bins = self.options.bins
+        bins, per_rank = self.options.bins, self.options.per_rank
 
         def hook(module: Any, args: Any, output: Any) -> None:
             if run.phase == "train" and not isinstance(output, (tuple, list, dict)):
                 run.log_histogram(tag, output, bins=bins)
+                if per_rank:
+                    run.log_histogram(tag, output, bins=bins, per_rank=True)
         return hook
 
     def state_dict(self) -> dict:

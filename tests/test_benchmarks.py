@@ -13,7 +13,9 @@ from benchmarks import run as bench
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("workloads", ["W1", "W2,W4c", "W3", "W7", "W4b,W4d,W4e,W4f,W4g"])
+@pytest.mark.parametrize(
+    "workloads", ["W1", "W2,W4c", "W3", "W7", "W8", "W4b,W4d,W4e,W4f,W4g"]
+)
 def test_quick_mode_checks_every_contender(workloads, tmp_path):
     out = tmp_path / "results.json"
     assert bench.main(["--quick", "--only", workloads, "--json", str(out)]) == 0

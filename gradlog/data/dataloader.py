@@ -4,7 +4,10 @@ Shuffling draws one permutation per epoch from ``generator`` (or a generator see
 ``seed``, or the default generator), so ``gl.manual_seed`` makes the batch order reproducible.
 The loader remembers where it is -- epoch, batches consumed, the epoch's permutation -- and
 ``state_dict()`` / ``load_state_dict()`` carry that into a checkpoint: a run resumed mid-epoch
-sees exactly the batches the uninterrupted run would have seen.
+sees exactly the batches the uninterrupted run would have seen. With a ``sampler`` (such as
+``DistributedSampler``), the epoch's order is the sampler's; a sampler with its own
+``state_dict`` (``DistributedSampler``: its epoch) is checkpointed instead of the order, so the
+order is drawn again on resume -- for another number of ranks too.
 """
 
 from __future__ import annotations
@@ -71,6 +74,8 @@ class DataLoader:
         generator: the ``gl.Generator`` shuffling draws from (default: the global one).
         seed: shorthand for ``generator=gl.Generator().manual_seed(seed)``.
         collate_fn: merges a list of samples into a batch (default: :func:`default_collate`).
+        sampler: the indices to read in an epoch, in order (e.g. a ``DistributedSampler``);
+            exclusive with ``shuffle``.
 
     With the default collate, a ``TensorDataset``, a dataset exposing ``images``/``labels``
     arrays (such as ``Shapes``) or a ``Subset`` of one is batched with one fancy index per
@@ -79,8 +84,8 @@ class DataLoader:
 
     def __init__(self, dataset: Any, batch_size: int = 1, shuffle: bool = False,
                  drop_last: bool = False, generator: Generator | None = None,
-                 seed: int | None = None, collate_fn: Callable[[list], Any] | None = None
-                 ) -> None:
+                 seed: int | None = None, collate_fn: Callable[[list], Any] | None = None,
+                 sampler: Any = None) -> None:
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
             raise ValueError("batch_size should be a positive integer value, but got "
                              f"batch_size={batch_size}")
@@ -88,7 +93,10 @@ class DataLoader:
             if generator is not None:
                 raise ValueError("DataLoader: pass either generator or seed, not both")
             generator = Generator().manual_seed(seed)
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
         self.dataset = dataset
+        self.sampler = sampler
         self.batch_size = batch_size
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
@@ -103,25 +111,37 @@ class DataLoader:
         self._resume = False  # load_state_dict set a mid-epoch position for the next iter
         self._token = 0
 
+    def _epoch_size(self) -> int:
+        return len(self.sampler) if self.sampler is not None else len(self.dataset)
+
     def __len__(self) -> int:
-        n = len(self.dataset)
+        n = self._epoch_size()
         return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
 
     def __iter__(self) -> Iterator[Any]:
         if self._resume:
             self._resume = False
+            if self._order is None and self.sampler is not None:
+                self._order = self._sampled()  # drawn again from the restored sampler
         else:
             if self._started:
                 self._epoch += 1
-            self._order = rng(self.generator).permutation(len(self.dataset)) if self.shuffle \
-                else None
+            if self.sampler is not None:
+                self._order = self._sampled()
+            elif self.shuffle:
+                self._order = rng(self.generator).permutation(len(self.dataset))
+            else:
+                self._order = None
             self._batch = 0
         self._started = True
         self._token += 1
         return self._batches(self._token, self._order, self._batch)
 
+    def _sampled(self) -> np.ndarray:
+        return np.fromiter(iter(self.sampler), dtype=np.int64)
+
     def _batches(self, token: int, order: np.ndarray | None, start: int) -> Iterator[Any]:
-        n, bs = len(self.dataset), self.batch_size
+        n, bs = self._epoch_size(), self.batch_size
         for b in range(start, len(self)):
             lo, hi = b * bs, min((b + 1) * bs, n)
             indices = order[lo:hi] if order is not None else np.arange(lo, hi)
@@ -150,15 +170,21 @@ class DataLoader:
         """The loader's position: ``epoch``, ``batch`` (batches of it already consumed), the
         epoch's ``permutation`` (None without shuffling or between epochs) and the state of the
         loader's own generator (None when shuffling uses the default generator, whose state a
-        checkpoint saves with the other random states)."""
+        checkpoint saves with the other random states). With a sampler that has a
+        ``state_dict``, that state (``sampler``) replaces the permutation."""
         in_epoch = self._started or self._resume
-        return {
+        stateful = callable(getattr(self.sampler, "state_dict", None))
+        state = {
             "epoch": self._epoch,
             "batch": self._batch if in_epoch else 0,
-            "permutation": self._order.copy() if in_epoch and self._order is not None else None,
+            "permutation": (self._order.copy() if in_epoch and self._order is not None
+                            and not stateful else None),
             "generator": (np.asarray(self.generator.get_state()).copy()
                           if self.generator is not None else None),
         }
+        if stateful:
+            state["sampler"] = self.sampler.state_dict()
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a position saved by :meth:`state_dict`: the next ``iter()`` yields
@@ -166,10 +192,15 @@ class DataLoader:
         perm = state.get("permutation")
         if perm is not None:
             perm = np.asarray(perm, dtype=np.int64)
-            if perm.shape != (len(self.dataset),):
+            if perm.shape != (self._epoch_size(),):
+                what = "the sampler yields" if self.sampler is not None else "the dataset has"
                 raise ValueError(f"DataLoader.load_state_dict: the saved permutation has "
-                                 f"{perm.size} indices but the dataset has "
-                                 f"{len(self.dataset)} samples")
+                                 f"{perm.size} indices but {what} {self._epoch_size()} samples")
+        if state.get("sampler") is not None:
+            if not callable(getattr(self.sampler, "load_state_dict", None)):
+                raise ValueError("DataLoader.load_state_dict: the state holds a sampler state "
+                                 "but this loader has no sampler that loads one")
+            self.sampler.load_state_dict(state["sampler"])
         if self.shuffle and state["batch"] > 0 and perm is None:
             raise ValueError("DataLoader.load_state_dict: a shuffled loader needs the saved "
                              "permutation to resume mid-epoch")

@@ -12,10 +12,10 @@ import importlib
 import pkgutil
 from typing import Any
 
-from .base import Engine, Handles, map_tensors, read_only
+from .base import Collectives, Engine, Handles, map_tensors, read_only
 
-__all__ = ["Engine", "Handles", "engine_for", "engine_classes", "seed_loaded_engines",
-           "map_tensors", "read_only"]
+__all__ = ["Engine", "Handles", "Collectives", "engine_for", "engine_classes",
+           "seed_loaded_engines", "map_tensors", "read_only"]
 
 
 def engine_classes() -> list[type[Engine]]:

@@ -20,7 +20,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["Engine", "Handles", "map_tensors", "read_only"]
+__all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "map_tensors", "read_only"]
+
+REDUCTIONS = ("mean", "sum", "max", "min")
 
 
 class Handles:
@@ -58,6 +60,61 @@ def map_tensors(obj: Any, is_tensor: Callable[[Any], bool], convert: Callable[[A
     if isinstance(obj, tuple):
         return tuple(map_tensors(v, is_tensor, convert) for v in obj)
     return obj
+
+
+class Collectives:
+    """The processes a run trains on, with collective operations on numpy arrays (what
+    ``run.log_scalar(..., reduce=...)``, rank-aware logging and the run's agreements between
+    ranks use). This base class is a run of one process: rank 0 of 1, every operation returns
+    this rank's own values; each engine's process group (MPI for gradlog, torch.distributed for
+    PyTorch) is a subclass. Every rank must call each operation, in the same order."""
+
+    rank: int = 0
+    world_size: int = 1
+
+    def all_reduce(self, array: Any, op: str = "sum") -> np.ndarray:
+        """``op`` (``mean``, ``sum``, ``max``, ``min``) of every rank's ``array``; ``mean`` is
+        computed in float64 for integer input."""
+        if op not in REDUCTIONS:
+            raise ValueError(f"unknown reduction {op!r}; accepted: {', '.join(REDUCTIONS)}")
+        values = np.array(array)
+        if op == "mean" and values.dtype.kind != "f":
+            values = values.astype(np.float64)
+        return self._all_reduce(np.ascontiguousarray(values), op)
+
+    def broadcast(self, array: Any, src: int = 0) -> np.ndarray:
+        """Rank ``src``'s ``array`` (every rank passes an array of the same shape and dtype)."""
+        return self._broadcast(np.ascontiguousarray(np.array(array)), src)
+
+    def all_gather(self, array: Any) -> list[np.ndarray]:
+        """Every rank's ``array`` (same shape and dtype on each), in rank order."""
+        return self._all_gather(np.ascontiguousarray(np.array(array)))
+
+    def barrier(self) -> None:
+        """Return once every rank got here."""
+
+    def broadcast_text(self, text: str, src: int = 0) -> str:
+        """Rank ``src``'s ``text`` (the others pass anything, e.g. ``""``)."""
+        data = np.frombuffer(text.encode(), dtype=np.uint8)
+        size = int(self.broadcast(np.array([data.size], dtype=np.int64), src)[0])
+        if self.rank != src:
+            data = np.zeros(size, dtype=np.uint8)
+        return self.broadcast(data, src).tobytes().decode()
+
+    # one process: nothing to combine; subclasses talk to the other ranks
+    def _all_reduce(self, values: np.ndarray, op: str) -> np.ndarray:
+        return values
+
+    def _broadcast(self, values: np.ndarray, src: int) -> np.ndarray:
+        if src != 0:
+            raise ValueError(f"src={src} is not a rank of this run (rank 0 only)")
+        return values
+
+    def _all_gather(self, values: np.ndarray) -> list[np.ndarray]:
+        return [values]
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} rank {self.rank} of {self.world_size}>"
 
 
 class Engine:
@@ -194,6 +251,17 @@ class Engine:
             return loader
         raise TypeError(f"gradlog train cannot resume a {type(loader).__name__}: a training "
                         "loader needs state_dict() and load_state_dict()")
+
+    # -- several processes ----------------------------------------------------------------------
+    def collectives(self) -> Collectives:
+        """The processes this run trains on: the engine's initialized process group, or this
+        process alone."""
+        raise NotImplementedError
+
+    def local_module(self, model: Any) -> Any:
+        """The module a data-parallel wrapper (``DistributedDataParallel``) holds, else
+        ``model``: plugins see the module's own names, as in a one-process run."""
+        return model
 
     def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
         """Hooks registered on ``model`` (modules and parameters) and ``optimizer``: the leak

@@ -10,9 +10,38 @@ from .. import autograd
 from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
-from .base import Engine, Handles, read_only
+from .base import Collectives, Engine, Handles, read_only
 
-__all__ = ["GradlogEngine"]
+__all__ = ["GradlogEngine", "MPICollectives"]
+
+_OPS = {"mean": "avg", "sum": "sum", "max": "max", "min": "min"}
+
+
+class MPICollectives(Collectives):
+    """The run's ranks: ``gradlog.distributed``'s default group (MPI)."""
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+        self.rank, self.world_size = group.rank(), group.size()
+
+    def _all_reduce(self, values: np.ndarray, op: str) -> np.ndarray:
+        from ..distributed.process_group import reduce_op
+        out = values.copy()
+        self._group.allreduce(out, reduce_op(_OPS[op])).wait()
+        return out
+
+    def _broadcast(self, values: np.ndarray, src: int) -> np.ndarray:
+        out = values.copy()
+        self._group.broadcast(out, src).wait()
+        return out
+
+    def _all_gather(self, values: np.ndarray) -> list[np.ndarray]:
+        out = np.empty((self.world_size, *values.shape), dtype=values.dtype)
+        self._group.allgather(values, out).wait()
+        return list(out)
+
+    def barrier(self) -> None:
+        self._group.barrier().wait()
 
 
 class GradlogEngine(Engine):
@@ -122,6 +151,17 @@ class GradlogEngine(Engine):
 
     def from_checkpoint(self, state: Any) -> Any:
         return state
+
+    # -- several processes ----------------------------------------------------------------------
+    def collectives(self) -> Collectives:
+        from .. import distributed
+        if distributed.is_initialized():
+            return MPICollectives(distributed.GroupMember.WORLD)
+        return Collectives()
+
+    def local_module(self, model: Any) -> Any:
+        from ..nn.parallel import DistributedDataParallel
+        return model.module if isinstance(model, DistributedDataParallel) else model
 
     def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
         from ..utils.hooks import count_hooks

@@ -10,9 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from .base import Engine, Handles, map_tensors, read_only
+from .base import Collectives, Engine, Handles, map_tensors, read_only
 
-__all__ = ["TorchEngine", "ResumableLoader"]
+__all__ = ["TorchEngine", "ResumableLoader", "TorchCollectives"]
 
 # Hook registries of torch modules, tensors and optimizers (for the leak check only).
 _MODULE_REGISTRIES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks",
@@ -139,7 +139,9 @@ class TorchEngine(Engine):
     def on_backward_end(self, parameters: list, hook: Any) -> Handles:
         # A post-accumulate-grad hook on each parameter; the first one of a backward pass
         # queues a callback that the autograd engine runs when the pass is over (after every
-        # accumulation), as DistributedDataParallel does.
+        # accumulation). NOTE: that callback queues itself once more, so the hook runs after
+        # every callback queued during the pass -- DistributedDataParallel's, which writes the
+        # averaged gradients: the hook sees what the optimizer will see, as on gradlog's engine.
         engine = self.torch.autograd.Variable._execution_engine
         queued = [False]
 
@@ -147,10 +149,13 @@ class TorchEngine(Engine):
             queued[0] = False
             hook()
 
+        def after_other_callbacks() -> None:
+            engine.queue_callback(backward_end)
+
         def accumulated(param: Any) -> None:
             if not queued[0]:
                 queued[0] = True
-                engine.queue_callback(backward_end)
+                engine.queue_callback(after_other_callbacks)
 
         return Handles([p.register_post_accumulate_grad_hook(accumulated)
                         for p in parameters if p.requires_grad])
@@ -176,6 +181,18 @@ class TorchEngine(Engine):
             return ResumableLoader(loader, self)
         return super().resumable_loader(loader)
 
+    # -- several processes ----------------------------------------------------------------------
+    def collectives(self) -> Collectives:
+        dist = self.torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            return TorchCollectives(self.torch)
+        return Collectives()
+
+    def local_module(self, model: Any) -> Any:
+        parallel = self.torch.nn.parallel
+        wrappers = (parallel.DistributedDataParallel, parallel.DataParallel)
+        return model.module if isinstance(model, wrappers) else model
+
     def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
         total = 0
         if model is not None:
@@ -186,6 +203,37 @@ class TorchEngine(Engine):
         if optimizer is not None:
             total += sum(len(getattr(optimizer, n, None) or ()) for n in _OPTIMIZER_REGISTRIES)
         return total
+
+
+class TorchCollectives(Collectives):
+    """The run's ranks: torch.distributed's default group (gloo on the CPU)."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch, self._dist = torch, torch.distributed
+        self.rank, self.world_size = self._dist.get_rank(), self._dist.get_world_size()
+
+    def _all_reduce(self, values: np.ndarray, op: str) -> np.ndarray:
+        ops = self._dist.ReduceOp
+        t = self._torch.from_numpy(values.copy())
+        # gloo has no AVG: the sum, divided here
+        self._dist.all_reduce(t, op={"mean": ops.SUM, "sum": ops.SUM, "max": ops.MAX,
+                                     "min": ops.MIN}[op])
+        out = t.numpy()
+        return out / self.world_size if op == "mean" else out
+
+    def _broadcast(self, values: np.ndarray, src: int) -> np.ndarray:
+        t = self._torch.from_numpy(values.copy())
+        self._dist.broadcast(t, src)
+        return t.numpy()
+
+    def _all_gather(self, values: np.ndarray) -> list[np.ndarray]:
+        t = self._torch.from_numpy(values.copy())
+        out = [self._torch.empty_like(t) for _ in range(self.world_size)]
+        self._dist.all_gather(out, t)
+        return [o.numpy() for o in out]
+
+    def barrier(self) -> None:
+        self._dist.barrier()
 
 
 class ResumableLoader:

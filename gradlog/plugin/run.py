@@ -5,6 +5,9 @@
 ``run.step`` counts completed optimizer steps and starts at 0: everything about batch k is
 logged at step k; the counter moves to k + 1 when batch k ends. Without an optimizer, each
 backward pass into the model's parameters is a step.
+
+On several processes (``run.rank`` of ``run.world_size``), every rank runs the plugins and only
+rank 0 writes the run; ``ranks.py`` says where reduced and per-rank values go.
 """
 
 from __future__ import annotations
@@ -15,11 +18,14 @@ import zlib
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from ..engines import engine_for
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError, SkipStep
 from .passes import InternalPasses
 from .policy import FailurePolicy, invoke, warn
+from .ranks import RankedWriters
 from .registrar import HookRegistrar
 from .view import PluginRun
 
@@ -53,6 +59,12 @@ class Run:
     The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
     failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
     ``gradlog train`` prints it as one of its own lines).
+
+    Data-parallel: ``model`` may be a ``DistributedDataParallel`` wrapper; ``run.model`` is the
+    module it wraps (the names of a one-process run). The ranks are the engine's process group
+    (``run.rank``, ``run.world_size``); rank 0 alone writes ``writer``, ``rank_writer(k)``
+    makes rank k's ``rank<k>/`` sub-run writer (default: beside ``writer``'s directory), and
+    every rank uses rank 0's ``seed``.
     """
 
     def __init__(self, model: Any, optimizer: Any = None, writer: Any = None, *,
@@ -60,11 +72,15 @@ class Run:
                  probe_sets: dict | None = None, config: dict | None = None, seed: int = 0,
                  auto_batches: bool = True, telemetry_every: int = 50,
                  owns_writer: bool = True, engine: Any = None,
+                 rank_writer: Callable[[int], Any] | None = None,
                  report: Callable[[str], None] | None = None) -> None:
-        self.model = model
-        self.optimizer = optimizer
-        self.writer = writer
         self.engine = engine if engine is not None else engine_for(model)
+        self.model = self.engine.local_module(model)
+        self.optimizer = optimizer
+        self.collectives = self.engine.collectives()
+        self._ranks = RankedWriters(writer, self.collectives, rank_writer)
+        if self.collectives.world_size > 1:  # mutators' generators must agree across ranks
+            seed = int(self.collectives.broadcast(np.array([seed], dtype=np.int64))[0])
         self.step = 0
         self.epoch = 0
         self.phase = "train"
@@ -130,25 +146,55 @@ class Run:
         return RuntimeError(f"{what} is available to plugins only, through the run passed to "
                             "their setup, events and hooks")
 
+    @property
+    def writer(self) -> Any:
+        """The run's writer: rank 0's (None on the other ranks, which write nothing of the run
+        itself)."""
+        return self._ranks.main
+
+    @writer.setter
+    def writer(self, writer: Any) -> None:
+        self._ranks.set_main(writer)
+
+    @property
+    def rank(self) -> int:
+        """This process's rank (0 in a one-process run)."""
+        return self.collectives.rank
+
+    @property
+    def world_size(self) -> int:
+        """How many processes train the model together (1 in a one-process run)."""
+        return self.collectives.world_size
+
     def log_scalar(self, tag: str, value: Any, step: int | None = None, *,
-                   metric: bool = True) -> None:
+                   reduce: str | None = None, per_rank: bool = False,
+                   metric: bool = True) -> float:
         """Log a scalar at ``step`` (default: the current step). Values logged from your own
         loop (``metric=True``) also reach the plugins' ``on_batch_end(metrics)``; a plugin's
-        own scalars do not."""
-        v = float(self.engine.to_numpy(value))
+        own scalars do not.
+
+        On several ranks, rank 0's value is logged, unless ``reduce`` (``"mean"``, ``"sum"``,
+        ``"max"``, ``"min"``) asks for the reduction over every rank's value (then every rank
+        must log the tag at the same point); ``per_rank=True`` writes this rank's value into
+        its ``rank<k>/`` sub-run instead. Returns the value logged (the reduction, with
+        ``reduce``)."""
+        v = self._ranks.reduce(float(self.engine.to_numpy(value)), reduce)
         if metric:
             self._metrics[tag] = v
-        if self.writer is not None:
-            self.writer.add_scalar(tag, v, self.step if step is None else step)
+        writer = self._ranks.target(per_rank)
+        if writer is not None:
+            writer.add_scalar(tag, v, self.step if step is None else step)
+        return v
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
-                      copy: bool = True) -> None:
+                      copy: bool = True, per_rank: bool = False) -> None:
         """Log a histogram at ``step`` (default: the current step), and the same one under
         each of ``also_tags`` (computed once by gradlog's writer; by another writer, once per
         tag). ``copy=False``: ``values`` is an array the caller made for this call and never
-        changes, which gradlog's writer then reads without copying it."""
-        writer = self.writer
+        changes, which gradlog's writer then reads without copying it. ``per_rank=True``
+        writes this rank's histogram into its ``rank<k>/`` sub-run."""
+        writer = self._ranks.target(per_rank)
         if writer is None:
             return
         array, step = self.engine.to_numpy(values), self.step if step is None else step
@@ -162,7 +208,8 @@ class Run:
                         step: int | None = None) -> None:
         """Log the number ``function(*arrays)`` of ``values`` (tensors or arrays, as numpy
         arrays; None logs nothing) at ``step``: gradlog's writer computes it on its background
-        thread from copies, another writer at once. Not one of the loop's metrics."""
+        thread from copies, another writer at once. Not one of the loop's metrics (on several
+        ranks, rank 0's)."""
         writer = self.writer
         if writer is None:
             return
@@ -176,14 +223,17 @@ class Run:
             writer.add_scalar(tag, value, step)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
-                  dataformats: str = "CHW") -> None:
-        if self.writer is not None:
-            self.writer.add_image(tag, self.engine.to_numpy(image),
-                                  self.step if step is None else step, dataformats=dataformats)
+                  dataformats: str = "CHW", *, per_rank: bool = False) -> None:
+        writer = self._ranks.target(per_rank)
+        if writer is not None:
+            writer.add_image(tag, self.engine.to_numpy(image),
+                             self.step if step is None else step, dataformats=dataformats)
 
-    def log_text(self, tag: str, text: str, step: int | None = None) -> None:
-        if self.writer is not None:
-            self.writer.add_text(tag, text, self.step if step is None else step)
+    def log_text(self, tag: str, text: str, step: int | None = None, *,
+                 per_rank: bool = False) -> None:
+        writer = self._ranks.target(per_rank)
+        if writer is not None:
+            writer.add_text(tag, text, self.step if step is None else step)
 
     # -- lifecycle (used by gl.watch and gradlog train) ------------------------------------
     def start(self) -> Run:
@@ -270,6 +320,7 @@ class Run:
             self._close_writer()
 
     def _close_writer(self) -> None:
+        self._ranks.close_own()
         if self.writer is not None:
             self.writer.flush()
             if self._owns_writer:
@@ -403,8 +454,9 @@ class Run:
         return list(self._replacements)
 
     def _record_error(self, slot: Slot, where: str, message: str, tb: str) -> None:
-        if self.writer is not None:
-            self.writer.add_text("plugins/errors", f"{message}\n\n```\n{tb}\n```", self.step)
+        writer = self._ranks.errors()
+        if writer is not None:
+            writer.add_text("plugins/errors", f"{message}\n\n```\n{tb}\n```", self.step)
 
     def _queue_waits(self) -> int:
         return getattr(self.writer, "queue_waits", 0)

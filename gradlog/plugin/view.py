@@ -46,8 +46,10 @@ class PluginRun:
         ``Run.internal_pass``)."""
         return self._passes.enter(self._slot, kind)
 
-    def log_scalar(self, tag: str, value: Any, step: int | None = None) -> None:
-        self._run.log_scalar(tag, value, step, metric=False)
+    def log_scalar(self, tag: str, value: Any, step: int | None = None, *,
+                   reduce: str | None = None, per_rank: bool = False) -> None:
+        """See ``Run.log_scalar``: ``reduce`` (every rank calls it) or ``per_rank``."""
+        self._run.log_scalar(tag, value, step, reduce=reduce, per_rank=per_rank, metric=False)
 
     def log_scalar_from(self, tag: str, function: Any, values: tuple,
                         step: int | None = None) -> None:
@@ -55,15 +57,17 @@ class PluginRun:
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
-                      copy: bool = True) -> None:
-        self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags, copy=copy)
+                      copy: bool = True, per_rank: bool = False) -> None:
+        self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags, copy=copy,
+                                per_rank=per_rank)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
-                  dataformats: str = "CHW") -> None:
-        self._run.log_image(tag, image, step, dataformats=dataformats)
+                  dataformats: str = "CHW", *, per_rank: bool = False) -> None:
+        self._run.log_image(tag, image, step, dataformats=dataformats, per_rank=per_rank)
 
-    def log_text(self, tag: str, text: str, step: int | None = None) -> None:
-        self._run.log_text(tag, text, step)
+    def log_text(self, tag: str, text: str, step: int | None = None, *,
+                 per_rank: bool = False) -> None:
+        self._run.log_text(tag, text, step, per_rank=per_rank)
 
     # -- the run's shared state -----------------------------------------------------------------
     @property
@@ -86,6 +90,14 @@ class PluginRun:
     @property
     def step(self) -> int:
         return self._run.step
+
+    @property
+    def rank(self) -> int:
+        return self._run.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._run.world_size
 
     @property
     def epoch(self) -> int:

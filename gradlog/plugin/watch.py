@@ -7,6 +7,7 @@ from typing import Any
 from ..engines import engine_for
 from .discovery import resolve_plugins
 from .options import load_config
+from .ranks import rank_run_dir
 from .run import Run
 
 __all__ = ["watch"]
@@ -20,6 +21,10 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     ``model`` is a ``gradlog.nn.Module`` or a ``torch.nn.Module`` (with a
     ``torch.optim.Optimizer``): the engine is chosen from its type. Without an optimizer, each
     backward pass into the model's parameters counts as a step (with a warning).
+
+    Data-parallel (``DistributedDataParallel`` of either engine, every rank calling
+    ``gl.watch``): rank 0 creates the run directory (``logdir``, or the default one it names)
+    and alone writes the run; per-rank values go to ``<logdir>/rank<k>/``.
 
     Args:
         plugins: ``-p``-style strings (``"grad-clip:max_norm=1.0"``), plugin classes or
@@ -35,20 +40,30 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
+    from ..tensorboard import SummaryWriter
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
     enabled = resolve_plugins(plugins, config=cfg)
+    ranks = engine.collectives()
     owns = writer is None
-    if writer is None:
-        from ..tensorboard import SummaryWriter
+    if writer is None and ranks.rank == 0:
         writer = SummaryWriter(log_dir=logdir)
+    if writer is not None and callable(getattr(writer, "get_logdir", None)):
+        logdir = writer.get_logdir()
+    if ranks.world_size > 1:  # rank 0 names the directory (the default one has a timestamp)
+        logdir = ranks.broadcast_text(logdir or "") or None
+
+    def rank_writer(rank: int) -> Any:
+        return SummaryWriter(rank_run_dir(logdir, rank)) if logdir else None
+
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
-              seed=engine.initial_seed(), owns_writer=owns, engine=engine)
+              seed=engine.initial_seed(), owns_writer=owns, engine=engine,
+              rank_writer=rank_writer)
     try:
         run.start()
     except BaseException:
-        if owns:
+        if owns and writer is not None:
             writer.close()
         raise
     return run

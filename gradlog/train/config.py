@@ -59,6 +59,7 @@ class TrainOptions:
     resume: str | None = None
     quiet: bool = False
     extra: dict = field(default_factory=dict)  # more [train] settings, e.g. train_size
+    nproc: int = 1  # processes to train on (data-parallel; see gradlog.train.launch)
 
 
 @dataclass

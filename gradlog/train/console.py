@@ -1,7 +1,8 @@
 """Where ``gradlog train``'s words go: the summary, progress and results to ``out`` (the
 summary and progress not with ``--quiet``), warnings and errors to ``err``, one line each,
-prefixed ``warning:`` / ``error:``. A progress line being redrawn on a terminal is ended before
-a warning, so the two never run into each other."""
+prefixed ``warning:`` / ``error:`` (and, on ranks other than 0 of a data-parallel run, by the
+rank: ``rank 1: error: ...``). A progress line being redrawn on a terminal is ended before a
+warning, so the two never run into each other."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ __all__ = ["Console"]
 
 
 class Console:
-    def __init__(self, out: TextIO, err: TextIO, quiet: bool = False) -> None:
-        self.out, self.err, self.quiet = out, err, quiet
+    def __init__(self, out: TextIO, err: TextIO, quiet: bool = False, prefix: str = "") -> None:
+        self.out, self.err, self.quiet, self.prefix = out, err, quiet, prefix
         self.progress: Progress | None = None
+        self.last_error = ""  # the last error line (what a failed rank reports to --nproc)
 
     def say(self, text: str) -> None:
         """Information (not with ``--quiet``)."""
@@ -31,18 +33,19 @@ class Console:
     def notice(self, text: str) -> None:
         """A line on ``err`` that is neither a warning nor an error (how a run was stopped)."""
         self._end_progress()
-        self.err.write(f"{text}\n")
+        self.err.write(f"{self.prefix}{text}\n")
         self.err.flush()
 
     def warn(self, text: str) -> None:
         self._end_progress()
-        self.err.write(f"warning: {text}\n")
+        self.err.write(f"{self.prefix}warning: {text}\n")
         self.err.flush()
 
     def error(self, text: str, detail: str = "") -> None:
         """One line; ``detail`` (a traceback) below it as it is."""
         self._end_progress()
-        self.err.write(f"error: {text}\n")
+        self.last_error = text
+        self.err.write(f"{self.prefix}error: {text}\n")
         if detail:
             self.err.write(detail if detail.endswith("\n") else detail + "\n")
         self.err.flush()

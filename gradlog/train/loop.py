@@ -5,6 +5,11 @@ checkpoint per epoch, with the standard metrics (``train/loss``, ``train/acc``, 
 Everything logged depends on the step only, never on when the run started: a run resumed at
 any checkpoint logs what the uninterrupted run would have (``steps_per_sec`` every 20 steps
 and at each epoch's last step, counted from the run's first step).
+
+On several ranks (each training its rows of the global batch): ``train/loss`` and
+``train/acc`` are the means over the ranks, a step is one global batch (``steps_per_sec``
+counts them as rank 0 sees them: every rank steps together), validation sums every rank's
+rows, and a stop asked on any rank stops all of them at the same batch.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from .config import RunConfig
 from .console import Console
 from .errors import Interrupted
 from .logged import log_hparams
+from .parallel import summed
 from .signals import SignalOwner
 
 __all__ = ["Loop", "SchedulerError", "accuracy"]
@@ -46,8 +52,9 @@ class Loop:
 
     def __init__(self, run: Any, built: dict, config: RunConfig, run_dir: str,
                  console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
-                 extended_from: int | None = None) -> None:
+                 extended_from: int | None = None, model: Any = None) -> None:
         self.run, self.built, self.config, self.run_dir = run, built, config, run_dir
+        self.model = model if model is not None else built["model"]  # or its DDP wrapper
         self.console, self.signals, self.checkpoint = console, signals, checkpoint
         self.scheduler = built.get("scheduler")
         self.interval = built.get("scheduler_interval", "epoch")
@@ -62,7 +69,7 @@ class Loop:
             run.epoch_end()
             if self.scheduler is not None and self.interval == "epoch":
                 self._step_scheduler()
-            if run.epoch == epochs:
+            if run.epoch == epochs and run.rank == 0:
                 log_hparams(self.run_dir, self.config, metrics)
             self.checkpoint()
             self.console.say(f"epoch {run.epoch}/{epochs}: "
@@ -82,11 +89,14 @@ class Loop:
                 "keeps the plan it was built with (as in PyTorch)") from exc
 
     def _stop_if_asked(self) -> None:
-        if self.signals.requested is not None:
-            raise Interrupted(self.signals.requested, graceful=True)
+        requested = self.signals.requested
+        if self.run.world_size > 1:  # every rank stops at the same batch
+            requested = int(self.run.collectives.all_reduce([requested or 0], "max")[0]) or None
+        if requested is not None:
+            raise Interrupted(requested, graceful=True)
 
     def train_epoch(self) -> None:
-        run, model, opt = self.run, self.built["model"], self.built["optimizer"]
+        run, model, opt = self.run, self.model, self.built["optimizer"]
         loss_fn, loader = self.built["loss_fn"], self.built["train_loader"]
         per_step = self.scheduler is not None and self.interval == "step"
         run.epoch_start()
@@ -103,12 +113,10 @@ class Loop:
             loss = loss_fn(output, y)
             loss.backward()
             opt.step()
-            last = {"loss": float(loss.item())}
-            run.log_scalar("train/loss", last["loss"])
+            last = {"loss": run.log_scalar("train/loss", float(loss.item()), reduce="mean")}
             acc = accuracy(run.engine, output, y)
             if acc is not None:
-                last["acc"] = acc
-                run.log_scalar("train/acc", acc)
+                last["acc"] = run.log_scalar("train/acc", acc, reduce="mean")
             run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
             ticks += 1
             if (run.step + 1) % RATE_EVERY == 0 or (run.step + 1) % len(loader) == 0:
@@ -124,7 +132,7 @@ class Loop:
         progress.close(**last)
 
     def validate(self) -> dict:
-        model, loss_fn = self.built["model"], self.built["loss_fn"]
+        model, loss_fn = self.model, self.built["loss_fn"]
         was_training = model.training
         model.eval()
         self.run.phase = "validation"
@@ -144,6 +152,9 @@ class Loop:
         finally:
             self.run.phase = "train"
             model.train(was_training)
+        loss_sum, correct, total, uncounted = summed(
+            self.run, [loss_sum, correct, total, 0.0 if counted else 1.0])
+        counted = uncounted == 0
         metrics = {"val/loss": loss_sum / max(total, 1)}
         if counted and total:
             metrics["val/acc"] = correct / total

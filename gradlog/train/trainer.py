@@ -5,10 +5,14 @@ resumed run's reconciled with what was given again), the example built, the run 
 Exit statuses: 0 done (also after ``StopTraining``, and for a run already finished); 1 the run
 failed (a mutator's or strict plugin's failure, ``PluginAbort``, a write error, an enabled
 plugin that fails to import); 2 a user error; 130 after SIGINT and 143 after SIGTERM.
+
+With ``--nproc N`` this process launches the ranks (:mod:`.launch`); started as one rank of a
+job, it trains its share (:mod:`.parallel`): rank 0 alone writes the run directory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
@@ -18,8 +22,9 @@ from typing import Any, TextIO
 from .. import runs
 from ..engines import engine_for, seed_loaded_engines
 from ..plugin import PluginAbort, PluginConfigError, PluginError, PluginLoadError, Run, StopTraining
+from ..plugin.ranks import rank_run_dir
 from ..tensorboard import storage
-from . import checkpoints
+from . import checkpoints, parallel
 from .config import TrainOptions, make_plugins, read_given, reconcile, resolve
 from .console import Console
 from .errors import Interrupted, UserError
@@ -29,7 +34,7 @@ from .loop import Loop, SchedulerError
 from .signals import SignalOwner
 from .summary import model_summary
 
-__all__ = ["train", "Trainer"]
+__all__ = ["train", "Trainer", "prepared"]
 
 
 class AlreadyFinished(Exception):
@@ -38,12 +43,47 @@ class AlreadyFinished(Exception):
 
 def train(options: TrainOptions, out: TextIO | None = None, err: TextIO | None = None) -> int:
     """Run ``gradlog train``; returns the exit status."""
-    console = Console(out or sys.stdout, err or sys.stderr, options.quiet)
+    out, err = out or sys.stdout, err or sys.stderr
+    if options.nproc > 1:
+        from .launch import launch
+        return launch(options, Console(out, err, options.quiet))
+    try:
+        job = parallel.join()
+    except UserError as exc:
+        Console(out, err).error(str(exc))
+        return 2
+    if job is None:
+        return _train(options, Console(out, err, options.quiet), None)
+    if job.rank == 0:
+        console = Console(out, err, options.quiet)
+        status = _train(options, console, job)
+    else:  # the other ranks say only what goes wrong, prefixed with their rank
+        with open(os.devnull, "w") as silent:
+            console = Console(silent, err, True, prefix=f"rank {job.rank}: ")
+            status = _train(options, console, job)
+    job.finish(status, console.last_error)
+    return status
+
+
+def _train(options: TrainOptions, console: Console, job: parallel.Job | None) -> int:
     from ..utils.memory import reuse_freed_memory
     reuse_freed_memory()  # this process trains: keep each step's big temporaries for the next
     with SignalOwner() as signals:
+        trainer = prepared(options, console, signals, job, open_run=True)
+        if isinstance(trainer, int):
+            return trainer
+        return trainer.execute()
+
+
+def prepared(options: TrainOptions, console: Console, signals: SignalOwner | None = None,
+             job: parallel.Job | None = None, open_run: bool = False) -> Trainer | int:
+    """The Trainer of ``options`` (its run directory opened with ``open_run``), or the exit
+    status of a command that ends before training: a user error (2), a plugin that cannot be
+    imported (1), a run already finished (0), an interruption."""
+    owner = SignalOwner() if signals is None else contextlib.nullcontext(signals)
+    with owner as signals:
         try:
-            trainer = Trainer(options, console, signals)
+            return Trainer(options, console, signals, job, open_run=open_run)
         except AlreadyFinished as done:
             console.result(str(done))
             return 0
@@ -56,15 +96,16 @@ def train(options: TrainOptions, out: TextIO | None = None, err: TextIO | None =
         except Interrupted as exc:
             console.notice(f"{exc}: interrupted while starting; nothing was trained")
             return exc.exit_status
-        return trainer.execute()
 
 
 class Trainer:
     """One ``gradlog train`` command: set up in ``__init__`` (nothing is written before the
     configuration, plugins and example are known to be good), run by :meth:`execute`."""
 
-    def __init__(self, options: TrainOptions, console: Console, signals: SignalOwner) -> None:
-        self.console, self.signals = console, signals
+    def __init__(self, options: TrainOptions, console: Console, signals: SignalOwner,
+                 job: parallel.Job | None = None, *, open_run: bool = True) -> None:
+        self.console, self.signals, self.job = console, signals, job
+        self.writes = job is None or job.rank == 0  # rank 0 alone writes the run directory
         self.point: checkpoints.ResumePoint | None = None
         self.run: Run | None = None
         self._saved_step: int | None = None
@@ -76,7 +117,13 @@ class Trainer:
         seed_loaded_engines(self.config.settings["seed"])  # the example's imports are loaded
         self.built = build(self.module, self.config.example, self.config.settings)
         self._engine_for_built()
-        self._open()
+        self.model = self.built["model"]  # what trains: the model, or its parallel wrapper
+        if job is not None:
+            self._share()
+        if open_run:
+            self._open()
+            if job is not None:
+                job.collectives.barrier()  # rank 0 has checked and created the directory
 
     # -- set-up ----------------------------------------------------------------------------
     def _new(self, options: TrainOptions, given: Any) -> None:
@@ -86,8 +133,11 @@ class Trainer:
                                             getattr(self.module, "Options", None),
                                             example_digest(example))
         self.run_dir = options.logdir or runs.default_run_dir()
+        if self.job is not None:  # rank 0's (a default one holds the time)
+            self.run_dir = self.job.collectives.broadcast_text(self.run_dir)
         try:
-            taken = runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML)
+            taken = self.writes and (runs.has_events(self.run_dir) or
+                                     runs.has_file(self.run_dir, runs.RUN_TOML))
         except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         if taken:
@@ -127,6 +177,17 @@ class Trainer:
         except TypeError as exc:
             raise UserError(f"build(config) in {self.config.example}: {exc}") from None
 
+    def _share(self) -> None:
+        """This rank's part: the model in DistributedDataParallel, its rows of each batch."""
+        job = self.job
+        job.check_engine(self.engine, self.config.example)
+        job.check_batch(int(self.config.settings["batch_size"]))
+        self.model = job.wrap(self.built["model"], self.engine)
+        self.built["train_loader"] = parallel.RankShare(self.built["train_loader"], job.rank,
+                                                        job.world_size)
+        self.built["val_loader"] = parallel.RankShare(self.built["val_loader"], job.rank,
+                                                      job.world_size, allow_empty=True)
+
     def _open(self) -> None:
         """Create what the run writes to: its directory, ``run.toml``, the writer, the Run;
         a resumed run's state restored. A new run that fails here leaves nothing behind."""
@@ -137,26 +198,28 @@ class Trainer:
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         try:
             try:
-                if self.point is not None:
+                if self.point is not None and self.writes:
                     self._upload_spool()
                 runs.makedirs(self.run_dir)
-                if self.point is None or self.point.config != self.config or \
-                        not runs.has_file(self.run_dir, runs.RUN_TOML):
+                if self.writes and (self.point is None or self.point.config != self.config or
+                                    not runs.has_file(self.run_dir, runs.RUN_TOML)):
                     orders = {p.name: p.order for p in self.plugins}
                     runs.write_run_toml(self.run_dir, self.config.to_toml(orders))
             except OSError as exc:
                 raise UserError(f"cannot write to the run directory {self.run_dir}: "
                                 f"{exc.strerror or exc}") from None
-            writer = self._writer()
+            writer = self._writer() if self.writes else None
             try:
-                self.run = Run(self.built["model"], self.built["optimizer"], writer,
+                self.run = Run(self.model, self.built["optimizer"], writer,
                                plugins=self.plugins, strict=self.config.strict_plugins,
                                probe_sets=self.built.get("probe_sets"),
                                config=flat_config(self.config),
                                seed=self.config.settings["seed"], auto_batches=False,
-                               engine=self.engine, report=self.console.warn)
+                               engine=self.engine, report=self.console.warn,
+                               rank_writer=self._rank_writer)
             except BaseException:
-                writer.close()
+                if writer is not None:
+                    writer.close()
                 raise
             if self.point is not None and self.point.state is not None:
                 checkpoints.restore(self.point.state, self.run, self.built)
@@ -197,6 +260,16 @@ class Trainer:
                             f"{exc.strerror or exc}") from None
         except ValueError as exc:  # a damaged event file the replay had to read
             raise UserError(f"cannot resume {self.run_dir}: {exc}") from None
+
+    def _rank_writer(self, rank: int) -> Any:
+        """Rank ``rank``'s sub-run (per-rank plugin values); resumed, it hides the steps from
+        the checkpoint on, as the run's writer does."""
+        from ..tensorboard import SummaryWriter
+        path = rank_run_dir(self.run_dir, rank)
+        purge = None
+        if self.point is not None and runs.has_events(path):
+            purge = self.point.step
+        return SummaryWriter(log_dir=path, purge_step=purge, flush_secs=5)
 
     # -- running -----------------------------------------------------------------------------
     def execute(self) -> int:
@@ -252,7 +325,8 @@ class Trainer:
                 log_start_texts(self.run, self.config, self.built["model"])
             extended = self.point is not None and self.point.config.epochs < self.config.epochs
             Loop(self.run, self.built, self.config, self.run_dir, self.console, self.signals,
-                 self._save, self.point.config.epochs if extended else None).run_epochs()
+                 self._save, self.point.config.epochs if extended else None,
+                 model=self.model).run_epochs()
         self.run.finish()
         self.console.result(f"{'' if self.console.quiet else chr(10)}view the run:  "
                             f"tensorboard --logdir {self.run_dir}")
@@ -271,7 +345,12 @@ class Trainer:
         self.console.say("\n".join(lines))
 
     def _save(self) -> None:
-        """A checkpoint at the current step, its event files fsynced first."""
+        """A checkpoint at the current step, its event files fsynced first (by rank 0; the
+        other ranks end the batch as it does)."""
+        if not self.writes:
+            self.run.state_dict()
+            self._saved_step = self.run.step
+            return
         state = checkpoints.capture(self.run, self.built, self.config, self.run.writer)
         checkpoints.save(self.run_dir, state)
         self._saved_step = self.run.step
@@ -319,14 +398,15 @@ class Trainer:
         """Close every event file, dropping what cannot be written (already reported): no
         open writer is left for the exit handler to fail on again."""
         try:
-            self.run.writer.close()
+            if self.run.writer is not None:
+                self.run.writer.close()
         except OSError:
             pass
 
     def _remove_new_files(self) -> None:
         """A new run that failed before its first step leaves nothing behind, so the same
         --logdir can be used again once the mistake is fixed."""
-        if self.point is not None or not runs.isdir(self.run_dir):
+        if self.point is not None or not self.writes or not runs.isdir(self.run_dir):
             return
         for name in set(runs.names(self.run_dir)) - self._before:
             path = storage.join(self.run_dir, name)

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from nncheck import check, rand
+from nncheck import check, check_vjp, rand
 
 import gradlog as gl
 from gradlog import nn
@@ -27,6 +27,19 @@ def test_linear_forward_gradients_and_default_init():
     assert repr(nn.Linear(2, 3, bias=False)) == \
         "Linear(in_features=2, out_features=3, bias=False)"
     assert nn.Linear(2, 3, dtype=gl.float64).weight.dtype == gl.float64
+
+
+def test_linear_backward_is_differentiable_in_every_argument_and_upstream_gradient():
+    """Linear's gradients come from one node (LinearGrad), computing only the wanted ones:
+    its own backward is checked for each combination of inputs that require grad."""
+    check_vjp(lambda x, w, b: F.linear(x, w, b), rand(3, 4), rand(5, 4, seed=1),
+              rand(5, seed=2))
+    check_vjp(lambda x, w, b: F.linear(x, w, b), rand(2, 3, 4), rand(5, 4, seed=1),
+              rand(5, seed=2))
+    check_vjp(lambda x, w, b: F.linear(x, w, b), rand(4), rand(5, 4, seed=1), rand(5, seed=2))
+    check_vjp(lambda x, w: F.linear(x, w), rand(3, 4, grad=False), rand(5, 4, seed=1))
+    check_vjp(lambda x, b: F.linear(x, rand(5, 4, seed=1, grad=False), b), rand(3, 4),
+              rand(5, seed=2))
 
 
 def test_linear_wrong_feature_count_names_both_shapes():

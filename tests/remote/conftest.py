@@ -28,10 +28,12 @@ from gradlog.plugin import Plugin
 @dataclass
 class Options:
     at_step: int = 6
+    signal: str = "SIGKILL"
 
 
 class Killer(Plugin):
-    """SIGKILLs its own process at the end of a step, once (the marker file says it did)."""
+    """Sends its own process a signal (SIGKILL unless told) at the end of a step, once (the
+    marker file says it did)."""
 
     name = "killer"
     Options = Options
@@ -40,7 +42,7 @@ class Killer(Plugin):
         marker = os.environ["GRADLOG_TEST_MARKER"]
         if run.step == self.options.at_step and not os.path.exists(marker):
             open(marker, "w").close()
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.Signals[self.options.signal])
 
 
 class Waiter(Plugin):

@@ -1,11 +1,13 @@
-"""Logging to S3 end to end, against a real S3-compatible server (moto's server mode on
-127.0.0.1) with s3fs as the client: segments a reader always finds whole, ``gradlog train
---logdir s3://...`` read back by both of TensorBoard's loaders and by a live ``tensorboard``,
-``gradlog inspect s3://...``, a SIGKILL then ``--resume s3://...``, and the server stopped
-mid-run (retries, the spool, one error line, ``gradlog sync``)."""
+"""Logging to S3 end to end, against a real S3-compatible server (moto's server mode on 127.0.0.1)
+with s3fs as the client: segments a reader always finds whole, ``gradlog train --logdir
+s3://...`` read back by both of TensorBoard's loaders and by a live ``tensorboard``, the
+Gradient flow tab on the bucket, ``gradlog inspect s3://...``, a SIGKILL, SIGTERM or SIGINT then
+``--resume s3://...``, and the server stopped mid-run (retries, the spool, one error line,
+``gradlog sync``)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -13,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 import urllib.request
 
 import pytest
@@ -26,6 +29,8 @@ from remote_helpers import (
     need_s3,
     scalar_series,
 )
+
+from gradlog.examples import BUILTIN
 
 need_s3()
 
@@ -116,8 +121,9 @@ def test_gradlog_inspect_reads_the_bucket(trained):
 
 
 @pytest.mark.server
-def test_live_tensorboard_serves_the_scalars_from_s3(trained, reference, tmp_path):
-    _, _, _, env = trained
+def test_live_tensorboard_serves_the_scalars_and_the_dashboard_from_s3(trained, reference,
+                                                                      tmp_path):
+    _, _, local, env = trained
     port = free_port()
     log = open(tmp_path / "tensorboard.log", "wb")
     tb = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir",
@@ -136,6 +142,10 @@ def test_live_tensorboard_serves_the_scalars_from_s3(trained, reference, tmp_pat
                 assert tb.poll() is None and time.monotonic() < deadline, \
                     (tmp_path / "tensorboard.log").read_text()
                 time.sleep(0.5)
+        flow_url = f"http://127.0.0.1:{port}/data/plugin/gradient_flow/heatmap?run=run1&" \
+                   "metric=grad_norm"
+        with urllib.request.urlopen(flow_url, timeout=30) as response:
+            flow = json.load(response)
     finally:
         tb.terminate()
         try:
@@ -146,6 +156,16 @@ def test_live_tensorboard_serves_the_scalars_from_s3(trained, reference, tmp_pat
         log.close()
     assert [(step, value) for _, step, value in points] == \
         [(step, pytest.approx(value, rel=1e-6)) for step, value in reference]
+    # the Gradient flow tab reads the bucket through TensorBoard's data provider too
+    model = importlib.import_module(BUILTIN["shapes"]).build(
+        tomllib.loads(TINY)["train"])["model"]
+    assert [row["tag"] for row in flow["rows"]] == [  # every layer with weights, in order
+        f"grad-norm/{name}" for name, module in model.named_modules()
+        if next(iter(module.parameters(recurse=False)), None) is not None]
+    for row, values in zip(flow["rows"], flow["values"], strict=True):
+        written = scalar_series(str(local), row["tag"])  # grad-norm's default: every 10 steps
+        assert flow["steps"] == [step for step, _ in written] == [0, 10]
+        assert values == [pytest.approx(v, rel=1e-6) for _, v in written]
 
 
 def test_sigkill_then_resume_from_s3_has_each_step_once(tiny, bucket, s3_env, test_plugins,
@@ -167,6 +187,30 @@ def test_sigkill_then_resume_from_s3_has_each_step_once(tiny, bucket, s3_env, te
     download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
     assert scalar_series(str(local), "train/loss") == reference
     assert legacy_scalars(str(local), "train/loss") == reference
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_uploads_the_open_segment_and_resume_continues(sig, tiny, bucket, s3_env,
+                                                                 test_plugins, spool_home,
+                                                                 reference, tmp_path):
+    url = f"s3://{bucket}/exp/run1"
+    env = {**s3_env, "GRADLOG_TEST_MARKER": str(tmp_path / "signalled")}
+    stopped = gradlog_cli(_train_args(tiny, "--logdir", url, "-p",
+                                      f"killer:at_step=6,signal={sig}"), env, test_plugins)
+    assert stopped.returncode == 128 + signal.Signals[sig], stopped.stderr
+    spool = spool_home / "gradlog" / "spool" / "s3" / bucket / "exp" / "run1"
+    assert not [f for _, _, files in os.walk(spool) for f in files]  # nothing left behind
+    local = tmp_path / "before"
+    names = download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
+    # the epoch's checkpoint and one saved after the signalled step (steps 0..6 done)
+    assert [k.rsplit("/", 1)[1] for k in names if "/checkpoint-" in k] == \
+        ["checkpoint-00000004.npz", "checkpoint-00000007.npz"]
+    assert scalar_series(str(local), "train/loss") == reference[:7]  # all uploaded
+    resumed = gradlog_cli(["train", "--resume", url], env, test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    local = tmp_path / "after"
+    download(__import__("boto3").client("s3"), bucket, "exp/run1", local)
+    assert scalar_series(str(local), "train/loss") == reference
 
 
 def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(

@@ -47,7 +47,8 @@ def test_a_signal_during_start_up_exits_with_its_status_and_one_line(tmp_path, p
                                     in_build=SLEEP if phase == "build" else "return {}"))
     ready = tmp_path / "ready"
     run_dir = tmp_path / "run"
-    env = dict(os.environ, GRADLOG_TEST_READY=str(ready))
+    # faulthandler: a child that does not stop is made to print its threads' stacks (SIGABRT)
+    env = dict(os.environ, GRADLOG_TEST_READY=str(ready), PYTHONFAULTHANDLER="1")
     child = subprocess.Popen([sys.executable, "-m", "gradlog.cli", "train", str(example),
                               "--no-default-plugins", "--logdir", str(run_dir)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -55,6 +56,10 @@ def test_a_signal_during_start_up_exits_with_its_status_and_one_line(tmp_path, p
         _wait_for(ready, child)
         child.send_signal(sig)
         out, err = child.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGABRT)
+        _, stacks = child.communicate(timeout=30)
+        pytest.fail(f"gradlog train did not stop on {signal.Signals(sig).name}:\n{stacks}")
     finally:
         if child.poll() is None:
             child.kill()

@@ -172,17 +172,63 @@ class Linear(Op):
     @staticmethod
     def backward(ctx, g):
         x, w = ctx.saved_tensors
-        nb, nx, nw = ctx.needs_input_grad
-        gx = g.matmul(w) if nx else None
-        gw = gb = None
-        if nw or nb:
-            g2 = g if g._data.ndim == 2 else g.reshape(-1, g._data.shape[-1])
-            if nw:
-                x2 = x if x._data.ndim == 2 else x.reshape(-1, x._data.shape[-1])
-                gw = g2.t().matmul(x2)
-            if nb:
-                gb = g2.sum(0)
-        return gb, gx, gw
+        wanted = ctx.needs_input_grad
+        if not any(wanted):
+            return None, None, None
+        grads = iter(LinearGrad.apply(g, x, w, wanted))
+        return tuple(next(grads) if n else None for n in wanted)
+
+
+def _rows(a: Any) -> Any:
+    """An array or tensor as a matrix of its last dimension's rows (N-D inputs of Linear)."""
+    return a if a.ndim == 2 else a.reshape(-1, a.shape[-1])
+
+
+class LinearGrad(Op):
+    """Linear's gradients for (bias, input, weight) from ``g`` in one node, as PyTorch's addmm
+    backward computes them together: ``g.sum(0)``, ``g @ W``, ``g.T @ x``. Only the ``wanted``
+    ones are computed and returned, in that order. Its backward is written with tensor ops, so
+    Linear has a double backward."""
+
+    node_name = "AddmmBackwardBackward0"
+
+    @staticmethod
+    def forward(ctx, g, x, w, wanted):
+        nb, nx, nw = wanted
+        ctx.wanted = wanted
+        ctx.save_for_backward(g, x, w)
+        g2 = _rows(g)
+        out = []
+        if nb:
+            out.append(g2.sum(0))
+        if nx:
+            out.append(np.matmul(g, w))
+        if nw:
+            out.append(np.matmul(g2.T, _rows(x)))
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *hs):
+        g, x, w = ctx.saved_tensors
+        given = iter(hs)
+        hb, hx, hw = (next(given) if n else None for n in ctx.wanted)
+        ng, nx, nw, _ = ctx.needs_input_grad
+        gg = gx = gw = None
+        if ng:  # d/dg of <hb, sum g> + <hx, g W> + <hw, g.T x>
+            terms = []
+            if hb is not None:
+                terms.append(hb.expand(g.shape))
+            if hx is not None:
+                terms.append(hx.matmul(w.t()))
+            if hw is not None:
+                terms.append(_rows(x).matmul(hw.t()).reshape(g.shape))
+            for t in terms:
+                gg = t if gg is None else gg + t
+        if nx and hw is not None:
+            gx = _rows(g).matmul(hw).reshape(x.shape)
+        if nw and hx is not None:
+            gw = _rows(g).t().matmul(_rows(hx))
+        return gg, gx, gw, None
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

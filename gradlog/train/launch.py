@@ -1,0 +1,243 @@
+"""``gradlog train --nproc N``: this process checks the command as ``gradlog train`` would
+(user errors are reported once, before any rank starts), then starts N ranks of the same
+command on this machine, waits for them, and names the rank that failed.
+
+The launcher depends on the model ``build()`` makes: a gradlog model trains over MPI, started by
+the mpich wheel's ``mpiexec`` (its fork-based process manager: local processes, no control
+port listening on the network; MPI itself on the loopback device); a PyTorch model over gloo,
+started by torch's own launcher (``torch.distributed.launcher``, torchrun's engine) with its
+rendezvous on 127.0.0.1. A failing or killed rank ends every rank (MPI aborts the job; torch's
+agent stops the others), and this process exits 1 naming it. SIGINT/SIGTERM are passed on to
+the ranks, which stop together at the end of a batch after rank 0 saved a checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from typing import Any
+
+from .config import TrainOptions
+from .console import Console
+from .errors import UserError
+from .parallel import STATUS_DIR_ENV
+
+__all__ = ["launch", "rank_args", "verdict"]
+
+# mpiexec.gforker's line for a rank that did not exit cleanly, e.g. "[0]1:Return code = 0,
+# signaled with Killed" (strsignal's words; "Quit": the manager ending the other ranks)
+_GFORKER_EXIT = re.compile(r"^\[\d+\](\d+):Return code = (-?\d+)(?:, signaled with (.+))?$")
+_SIGNAL_NAMES = {signal.strsignal(s): s.name for s in signal.Signals if signal.strsignal(s)}
+
+
+def launch(options: TrainOptions, console: Console) -> int:
+    """Train on ``options.nproc`` processes; returns the exit status."""
+    from .trainer import prepared
+    trainer = prepared(options, console)  # checked, built, nothing written
+    if isinstance(trainer, int):
+        return trainer
+    n = options.nproc
+    if int(trainer.config.settings["batch_size"]) % n:
+        console.error(f"--batch-size {trainer.config.settings['batch_size']} is the global "
+                      f"batch: it must divide evenly across the {n} processes (--nproc {n})")
+        return 2
+    try:
+        args = rank_args(options, trainer.run_dir)
+    except UserError as exc:
+        console.error(str(exc))
+        return 2
+    status_dir = tempfile.mkdtemp(prefix="gradlog-ranks-")
+    env = {STATUS_DIR_ENV: status_dir, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    try:
+        if trainer.engine.name == "torch":
+            exits = _torch_job(n, args, env)
+        else:
+            exits = _mpi_job(n, args, env, console)
+        if isinstance(exits, str):
+            console.error(exits)
+            return 1
+        status, message = verdict(n, _statuses(status_dir, n), exits)
+    finally:
+        shutil.rmtree(status_dir, ignore_errors=True)
+    if message:
+        (console.error if status == 1 else console.notice)(f"gradlog train: {message}")
+    return status
+
+
+def rank_args(options: TrainOptions, run_dir: str) -> list[str]:
+    """The ``gradlog train`` arguments each rank runs with: the same command, its run
+    directory named (a default one holds the launcher's time), without ``--nproc``."""
+    if options.extra:
+        raise UserError(f"--nproc: settings given from Python ({', '.join(options.extra)}) "
+                        "cannot be passed to the ranks; put them in the [train] table of a "
+                        "--config file")
+    if any(not isinstance(p, str) for p in options.plugins):
+        raise UserError("--nproc: plugins given as Python objects cannot be passed to the "
+                        "ranks; give them as NAME:key=value strings")
+    args = ["train"] + ([options.example] if options.example else [])
+    if options.resume:
+        args += ["--resume", options.resume]
+    else:
+        args += ["--logdir", run_dir]
+    for flag, value in (("--epochs", options.epochs), ("--batch-size", options.batch_size),
+                        ("--lr", options.lr), ("--seed", options.seed),
+                        ("--config", options.config_file)):
+        if value is not None:
+            args += [flag, repr(value) if isinstance(value, float) else str(value)]
+    for spec in options.plugins:
+        args += ["-p", spec]
+    if options.default_plugins is False:
+        args.append("--no-default-plugins")
+    if options.strict_plugins:
+        args.append("--strict-plugins")
+    if options.quiet:
+        args.append("--quiet")
+    return args
+
+
+def _rank_command(args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "gradlog.cli", *args]
+
+
+# -- gradlog models: MPI ---------------------------------------------------------------------------
+def _mpiexec() -> str | None:
+    here = os.path.dirname(sys.executable)
+    return shutil.which("mpiexec.gforker", path=here) or shutil.which("mpiexec.gforker")
+
+
+def _mpi_job(n: int, args: list[str], env: dict, console: Console) -> dict[int, str] | str:
+    """Run the ranks under MPI; returns how each rank that did not exit cleanly ended, as the
+    process manager saw it (``{rank: "signal KILL"}``), or why the job could not start."""
+    from .. import distributed
+    mpiexec = _mpiexec()
+    if not distributed.is_available() or mpiexec is None:
+        return ("--nproc trains gradlog models over MPI, which is not installed: "
+                "pip install 'gradlog[mpi]'")
+    full_env = {**os.environ, **env, "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "lo")}
+    proc = subprocess.Popen([mpiexec, "-n", str(n), *_rank_command(args)], env=full_env,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    ended: dict[int, str] = {}
+
+    def relay() -> None:  # the ranks' stderr through to ours, the manager's verdicts kept
+        for line in proc.stderr:
+            found = _GFORKER_EXIT.match(line)
+            if found:
+                rank, code, sig = int(found[1]), int(found[2]), found[3]
+                if sig and sig.strip() != "Quit":
+                    ended[rank] = f"signal {_SIGNAL_NAMES.get(sig.strip(), sig.strip())}"
+                elif not sig and code:
+                    ended[rank] = f"status {code}"
+                continue
+            console.err.write(line)
+            console.err.flush()
+
+    reader = threading.Thread(target=relay, daemon=True)
+    reader.start()
+    with _forwarding_signals(proc.pid):
+        proc.wait()
+    reader.join()
+    return ended
+
+
+class _forwarding_signals:
+    """SIGINT and SIGTERM received here go to the process manager, which passes them on to
+    every rank (once: a second signal would stop the ranks at once)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.saved = pid, {}
+
+    def __enter__(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self.saved[signum] = signal.signal(signum, self._forward)
+
+    def _forward(self, signum: int, frame: Any) -> None:
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+
+
+# -- PyTorch models: torch's launcher ----------------------------------------------------------
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torch_job(n: int, args: list[str], env: dict) -> dict[int, str]:
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=uuid.uuid4().hex,
+                          rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{_free_port()}",
+                          rdzv_configs={"rank": 0}, max_restarts=0, local_addr="127.0.0.1")
+    saved = {k: os.environ.get(k) for k in (*env, "GLOO_SOCKET_IFNAME")}
+    os.environ.update(env)
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    try:
+        elastic_launch(config, sys.executable)(*_rank_command(args)[1:])
+    except ChildFailedError as exc:
+        return {int(rank): (f"signal {signal.Signals(-f.exitcode).name}" if f.exitcode < 0
+                            else f"status {f.exitcode}")
+                for rank, f in exc.failures.items()}
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    return {}
+
+
+# -- the verdict -------------------------------------------------------------------------------
+def _statuses(status_dir: str, n: int) -> dict[int, tuple[int, str]]:
+    import json
+    out = {}
+    for rank in range(n):
+        path = os.path.join(status_dir, f"rank{rank}.json")
+        if os.path.isfile(path):
+            with open(path) as f:
+                record = json.load(f)
+            out[rank] = (int(record["status"]), str(record.get("message", "")))
+    return out
+
+
+def verdict(n: int, reported: dict[int, tuple[int, str]],
+            ended: dict[int, str]) -> tuple[int, str]:
+    """The job's exit status and what to say: a rank killed (or ended) without reporting is
+    the cause (those killed by a signal, if any: a peer that then lost its connection is
+    not); else the ranks that reported a failure; else the status they all share."""
+    silent = {r: how for r, how in ended.items() if r not in reported}
+    silent = {r: how for r, how in silent.items() if how.startswith("signal")} or silent
+    if silent:
+        named = "; ".join(f"rank {r} of {n} {_how(how)}" for r, how in sorted(silent.items()))
+        return 1, f"{named}; every rank was stopped"
+    failed = {r: sm for r, sm in reported.items() if sm[0] != 0}
+    if not failed:
+        if len(reported) < n:
+            return 1, f"only {len(reported)} of {n} ranks finished; the others were stopped"
+        return 0, ""
+    worst = min(failed.values(), key=lambda sm: {1: 0, 2: 1}.get(sm[0], 2))[0]
+    ranks = sorted(r for r, sm in failed.items() if sm[0] == worst)
+    if worst in (130, 143):
+        return worst, f"interrupted ({signal.Signals(worst - 128).name}); every rank stopped"
+    if worst != 1:
+        return worst, ""  # a user error: the ranks said it themselves
+    return 1, f"rank {ranks[0]} of {n} failed: {failed[ranks[0]][1]}; every rank was stopped"
+
+
+def _how(ended: str) -> str:
+    kind, _, what = ended.partition(" ")
+    return f"was killed by {what}" if kind == "signal" else f"exited with status {what}"
