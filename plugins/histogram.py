@@ -68,9 +68,11 @@ def _update_ratio(before: np.ndarray, after: np.ndarray) -> float | None:
         now = now_buffer[:was.size]
         was[...] = before[start:start + _PIECE]
         now[...] = after[start:start + _PIECE]
-        size += float(np.dot(was, was))
         now -= was
-        change += float(np.dot(now, now))
+        # numpy's reductions, not a BLAS dot: OpenBLAS spreads a dot over its threads, which
+        # would compete with training for the other core (the buffers are not needed after)
+        size += float(np.square(was, out=was).sum())
+        change += float(np.square(now, out=now).sum())
     return None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
 
 
