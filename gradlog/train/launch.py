@@ -51,6 +51,8 @@ def launch(options: TrainOptions, console: Console) -> int:
         return 2
     try:
         args = rank_args(options, trainer.run_dir)
+        if trainer.engine.name != "torch":
+            _check_mpi()
     except UserError as exc:
         console.error(str(exc))
         return 2
@@ -61,9 +63,6 @@ def launch(options: TrainOptions, console: Console) -> int:
             exits = _torch_job(n, args, env)
         else:
             exits = _mpi_job(n, args, env, console)
-        if isinstance(exits, str):
-            console.error(exits)
-            return 1
         status, message = verdict(n, _statuses(status_dir, n), exits)
     finally:
         shutil.rmtree(status_dir, ignore_errors=True)
@@ -113,14 +112,18 @@ def _mpiexec() -> str | None:
     return shutil.which("mpiexec.gforker", path=here) or shutil.which("mpiexec.gforker")
 
 
-def _mpi_job(n: int, args: list[str], env: dict, console: Console) -> dict[int, str] | str:
-    """Run the ranks under MPI; returns how each rank that did not exit cleanly ended, as the
-    process manager saw it (``{rank: "signal KILL"}``), or why the job could not start."""
+def _check_mpi() -> None:
+    """A user error unless mpi4py and the mpich wheel's launcher are installed."""
     from .. import distributed
+    if not distributed.is_available() or _mpiexec() is None:
+        raise UserError("--nproc trains gradlog models over MPI, which is not installed: "
+                        "pip install 'gradlog[mpi]'")
+
+
+def _mpi_job(n: int, args: list[str], env: dict, console: Console) -> dict[int, str]:
+    """Run the ranks under MPI; returns how each rank that did not exit cleanly ended, as the
+    process manager saw it (``{rank: "signal KILL"}``)."""
     mpiexec = _mpiexec()
-    if not distributed.is_available() or mpiexec is None:
-        return ("--nproc trains gradlog models over MPI, which is not installed: "
-                "pip install 'gradlog[mpi]'")
     full_env = {**os.environ, **env, "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "lo")}
     proc = subprocess.Popen([mpiexec, "-n", str(n), *_rank_command(args)], env=full_env,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)

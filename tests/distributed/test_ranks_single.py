@@ -107,3 +107,18 @@ def test_rank_sub_runs_sit_inside_the_run_directory_for_paths_and_urls(tmp_path)
     assert rank_run_dir(str(tmp_path), 1) == str(tmp_path / "rank1")
     assert rank_run_dir("s3://bucket/runs/a", 3) == "s3://bucket/runs/a/rank3"
     assert rank_run_dir("memory://runs/a/", 0) == "memory://runs/a/rank0"
+
+
+def test_nproc_without_mpi_is_a_user_error_that_writes_nothing(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from gradlog.cli import main
+    monkeypatch.setattr(dist, "is_available", lambda: False)  # as without the mpi extra
+    run_dir = tmp_path / "run"
+    result = CliRunner().invoke(main, ["train", "--nproc", "2", "--epochs", "1", "-q",
+                                       "--logdir", str(run_dir)])
+    assert result.exit_code == 2
+    assert result.output.strip().endswith(
+        "error: --nproc trains gradlog models over MPI, which is not installed: "
+        "pip install 'gradlog[mpi]'")
+    assert not run_dir.exists()
