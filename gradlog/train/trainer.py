@@ -362,6 +362,10 @@ class Trainer:
         self._close_writer()
         self.console.notice(f"\n{exc}: {kept or 'checkpoint saved'} in {self.run_dir}; "
                             f"continue with gradlog train --resume {self.run_dir}")
+        if exc.graceful and self.job is not None:
+            # every rank stopped at this batch: wait for rank 0's checkpoint and event files,
+            # since a rank that leaves with a non-zero status ends the job's other processes
+            self.job.collectives.barrier()
         return exc.exit_status
 
     def _last_checkpoint(self) -> str:
