@@ -148,7 +148,7 @@ class PluginHarness:
         self.model = model if model is not None else tiny_model(engine or "gradlog")
         self.engine = engine_for(self.model)
         self.engine.manual_seed(seed)
-        lib = self.engine.library
+        lib = self.engine.framework
         self.optimizer = optimizer if optimizer is not None else lib.optim.SGD(
             self.model.parameters(), lr=0.05, momentum=0.9)
         self.loss_fn = loss_fn or lib.nn.CrossEntropyLoss()

@@ -145,8 +145,8 @@ class Engine:
         return f"<engine {self.name}>"
 
     @property
-    def library(self) -> Any:
-        """The library's top-level module (``gradlog`` or ``torch``): its ``nn``, ``optim``
+    def framework(self) -> Any:
+        """The framework's top-level module (``gradlog`` or ``torch``): its ``nn``, ``optim``
         and tensor functions have PyTorch's names in both."""
         raise NotImplementedError
 

@@ -57,7 +57,7 @@ class GradlogEngine(Engine):
         _random.manual_seed(seed)
 
     @property
-    def library(self) -> Any:
+    def framework(self) -> Any:
         import gradlog
         return gradlog
 

@@ -40,7 +40,7 @@ class TorchEngine(Engine):
         self.torch = torch
 
     @property
-    def library(self) -> Any:
+    def framework(self) -> Any:
         return self.torch
 
     # -- tensors -----------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def te():
 
 
 def test_a_torch_model_gets_the_torch_engine(te):
-    assert te.name == "torch" and te.library is torch
+    assert te.name == "torch" and te.framework is torch
 
 
 @pytest.mark.parametrize("dtype, expected", [
