@@ -8,12 +8,15 @@
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-__all__ = ["PluginHarness", "MemoryWriter", "Series", "tiny_model", "copy_weights"]
+__all__ = ["PluginHarness", "MemoryWriter", "Series", "tiny_model", "copy_weights",
+           "plugin_distribution"]
 
 
 @dataclass
@@ -107,6 +110,24 @@ def copy_weights(source: Any, target: Any) -> Any:
         for name, t in slots.items():
             t.copy_(dst.from_numpy(src.to_numpy(values[name]), like=t))
     return target
+
+
+def plugin_distribution(root: str | Path, name: str, modules: dict[str, str],
+                        plugins: dict[str, str]) -> Path:
+    """Write a plugin distribution into ``root`` as pip would install it: the ``modules``
+    (module name: source, dedented) and a ``.dist-info`` declaring ``plugins`` (plugin name:
+    ``"module:Class"``) in the ``gradlog.plugins`` entry-point group. With ``root`` on
+    ``sys.path`` or ``PYTHONPATH``, discovery finds them without installing anything."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for module, source in modules.items():
+        (root / f"{module}.py").write_text(textwrap.dedent(source))
+    info = root / f"{name.replace('-', '_')}-0.0.1.dist-info"
+    info.mkdir(parents=True, exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[gradlog.plugins]\n" + "".join(f"{k} = {v}\n" for k, v in plugins.items()))
+    return root
 
 
 class _Converted:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
+from gradlog.testing import plugin_distribution
 
 FAKE_DIST = "gradlog-cli-fakes"
 FAKE_MODULES = ("gradlog_cli_fake_counter", "gradlog_cli_fake_broken")
@@ -59,14 +60,10 @@ raise ImportError("this plugin is broken on purpose")
 def fake_distribution(site: Path) -> Iterator[Path]:
     """Install ``gradlog-cli-fakes`` (plugins ``counter`` and ``broken-thing``) into ``site``
     and put it on ``sys.path`` for the block, as pip would put a real distribution."""
-    info = site / "gradlog_cli_fakes-0.0.1.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {FAKE_DIST}\nVersion: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[gradlog.plugins]\ncounter = gradlog_cli_fake_counter:Counter\n"
-        "broken-thing = gradlog_cli_fake_broken:Thing\n")
-    (site / "gradlog_cli_fake_counter.py").write_text(textwrap.dedent(COUNTER))
-    (site / "gradlog_cli_fake_broken.py").write_text(BROKEN)
+    plugin_distribution(site, FAKE_DIST,
+                        {"gradlog_cli_fake_counter": COUNTER, "gradlog_cli_fake_broken": BROKEN},
+                        {"counter": "gradlog_cli_fake_counter:Counter",
+                         "broken-thing": "gradlog_cli_fake_broken:Thing"})
     sys.path.insert(0, str(site))
     importlib.invalidate_caches()
     try:

@@ -10,9 +10,10 @@ import pathlib
 import struct
 import subprocess
 import sys
-import textwrap
 
 import google_crc32c
+
+from gradlog.testing import plugin_distribution
 
 HERE = pathlib.Path(__file__).resolve().parent
 DRIVER = HERE / "crash_driver.py"
@@ -228,17 +229,11 @@ for _name in ("on_train_start", "on_epoch_start", "on_batch_start", "on_after_ba
 def make_plugin_dist(root: pathlib.Path) -> pathlib.Path:
     """A directory to put on PYTHONPATH: the plugins and their dist-info with entry points,
     as pip would install them."""
-    (root / "gradlog_reliability_plugins.py").write_text(textwrap.dedent(PLUGINS))
-    info = root / "gradlog_reliability_plugins-0.0.1.dist-info"
-    info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gradlog-reliability-plugins\n"
-                                   "Version: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[gradlog.plugins]\ncrash-at = gradlog_reliability_plugins:CrashAt\n"
-        "sub-runs = gradlog_reliability_plugins:SubRuns\n"
-        "faulty = gradlog_reliability_plugins:Faulty\n"
-        "faulty-mutator = gradlog_reliability_plugins:FaultyMutator\n")
-    return root
+    return plugin_distribution(
+        root, "gradlog-reliability-plugins", {"gradlog_reliability_plugins": PLUGINS},
+        {name: f"gradlog_reliability_plugins:{cls}" for name, cls in (
+            ("crash-at", "CrashAt"), ("sub-runs", "SubRuns"), ("faulty", "Faulty"),
+            ("faulty-mutator", "FaultyMutator"))})
 
 
 def child_env(plugin_path: pathlib.Path | None) -> dict:

@@ -8,11 +8,12 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import textwrap
 from pathlib import Path
 
 import pytest
 from remote_helpers import need_s3
+
+from gradlog.testing import plugin_distribution
 
 _buckets = itertools.count()
 
@@ -104,13 +105,8 @@ def bucket(s3_server, s3_env) -> str:
 def test_plugins(tmp_path_factory) -> Path:
     """A directory for PYTHONPATH holding a test-only plugin distribution (its dist-info
     declares the entry points, as pip would install it)."""
-    root = tmp_path_factory.mktemp("remote_plugins")
-    (root / "gradlog_remote_test_plugins.py").write_text(textwrap.dedent(PLUGINS))
-    info = root / "gradlog_remote_test_plugins-0.0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gradlog-remote-test-plugins\n"
-                                   "Version: 0.0.1\n")
-    (info / "entry_points.txt").write_text(
-        "[gradlog.plugins]\nkiller = gradlog_remote_test_plugins:Killer\n"
-        "waiter = gradlog_remote_test_plugins:Waiter\n")
-    return root
+    return plugin_distribution(
+        tmp_path_factory.mktemp("remote_plugins"), "gradlog-remote-test-plugins",
+        {"gradlog_remote_test_plugins": PLUGINS},
+        {"killer": "gradlog_remote_test_plugins:Killer",
+         "waiter": "gradlog_remote_test_plugins:Waiter"})
