@@ -159,6 +159,8 @@ class GradNorm(Plugin):
         self._flush(run)
 
     def _flush(self, run: Any) -> None:
+        if self._pending is None and not self._local:  # (most steps: nothing was measured)
+            return
         pending, self._pending = self._pending, None
         if pending is not None:
             self._emit(run, pending)

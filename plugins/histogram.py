@@ -221,6 +221,8 @@ class Histogram(Plugin):
 
     # -- helpers ----------------------------------------------------------------------------
     def _flush_raw(self, run: Any) -> None:
+        if not (self._raw or self._local_raw):  # (most steps: nothing was taken)
+            return
         raw, self._raw = self._raw, {}
         for n, grad in raw.items():  # (the plugin's own snapshots, handed over)
             run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins,
@@ -237,6 +239,8 @@ class Histogram(Plugin):
                 run.hooks.register_forward_hook(module, self._activation_hook(run, name)))
 
     def _detach_activation_hooks(self, run: Any) -> None:
+        if not self._act_handles:
+            return
         handles, self._act_handles = self._act_handles, []
         for h in handles:
             run.hooks.remove(h)

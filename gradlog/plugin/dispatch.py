@@ -36,11 +36,15 @@ class Slot:
         self.generator: Any = None
         self.drawing: Any = None  # the generator object to draw from inside its internal pass
         self.view: Any = None
-        self.methods: dict[str, Any] = {}
+        # event: (method, the names it takes besides ``run`` or None for **kwargs, whether
+        # it takes ``run``), worked out once: an event is fired several times a step
+        self.methods: dict[str, tuple[Any, tuple[str, ...] | None, bool]] = {}
         for event in EVENTS:
             method = getattr(plugin, event, None)
             if method is not None:
-                self.methods[event] = (method, event_kwargs(method, event))
+                names = event_kwargs(method, event)
+                others = None if names is None else tuple(n for n in names if n != "run")
+                self.methods[event] = (method, others, names is None or "run" in names)
 
     @property
     def rng(self) -> Any:
@@ -100,6 +104,7 @@ class Dispatcher:
         self.policy = policy
         self.replacements = replacements
         self.is_tensor = is_tensor
+        self._listeners = {e: [s for s in self.slots if e in s.methods] for e in EVENTS}
 
     def listens(self, *events: str) -> bool:
         """Whether an enabled plugin implements one of ``events``."""
@@ -112,20 +117,24 @@ class Dispatcher:
         entry = slot.methods.get(event)
         if entry is None or not (slot.enabled or disabled_too):
             return None
-        method, names = entry
-        kwargs = {**kwargs, "run": slot.view}
-        args = kwargs if names is None else {n: kwargs[n] for n in names}
+        method, others, takes_run = entry
+        if others is None:
+            args = {**kwargs, "run": slot.view}
+        else:
+            args = {"run": slot.view} if takes_run else {}
+            for name in others:
+                args[name] = kwargs[name]
         return invoke(slot, event, method, kwargs=args, policy=policy or self.policy)
 
     def fire(self, event: str, **kwargs: Any) -> None:
-        for slot in self.slots:
-            if slot.enabled and event in slot.methods:
+        for slot in self._listeners[event]:
+            if slot.enabled:
                 self.call(slot, event, kwargs)
 
     def fire_chain(self, event: str, key: str, value: Any, **kwargs: Any) -> Any:
         """Fire ``event``; a mutator may return a replacement for ``kwargs[key]``."""
-        for slot in self.slots:
-            if not (slot.enabled and event in slot.methods):
+        for slot in self._listeners[event]:
+            if not slot.enabled:
                 continue
             kwargs[key] = value
             result = self.call(slot, event, kwargs)

@@ -2,8 +2,7 @@
 failure policy it is called under.
 
 ``invoke(slot, where, fn, args, kwargs, policy=...)`` times the call into the plugin's
-``ms_per_step``, charges the writer's queue waits during the call to the plugin's
-``queue_waits``, lets control flow through, hands an exception (or an observer's returned
+``ms_per_step``, lets control flow through, hands an exception (or an observer's returned
 value) to the policy and resets the count of consecutive failures after a success. A policy
 is a value: the run builds the ones it needs (events and hooks; setup, where one failure
 disables; teardown and ``on_exception``, which only report) and passes them in.
@@ -38,8 +37,7 @@ class FailurePolicy:
     failure, or any failure when ``strict``, stops the run with a ``PluginError``. A write
     error (``OSError``) is not a plugin's failure: it is raised unchanged, as are
     ``passes_through`` (e.g. a configuration error found in ``setup``); with ``warn_only`` a
-    failure is only reported (teardown, ``on_exception``). ``queue_waits()`` counts the times
-    the run's writer has waited for its full background queue so far (read around each call).
+    failure is only reported (teardown, ``on_exception``).
     """
 
     strict: bool = False
@@ -49,7 +47,6 @@ class FailurePolicy:
     step: Callable[[], int] = lambda: 0
     passes_through: tuple = ()
     warn_only: bool = False
-    queue_waits: Callable[[], int] = lambda: 0
 
     def failed(self, slot: Any, where: str, exc: BaseException) -> None:
         """Apply the policy to ``exc``, raised by ``slot``'s plugin in ``where``."""
@@ -86,7 +83,7 @@ def invoke(slot: Any, where: str, fn: Callable[..., Any], args: tuple = (),
     """Call ``fn(*args, **kwargs)``, one of ``slot``'s plugin's methods or hooks, under
     ``policy``; returns its result, or None when it failed. Control flow (``SkipStep``,
     ``StopTraining``, ``PluginAbort``) propagates, except under a warn-only policy."""
-    waits, start = policy.queue_waits(), time.perf_counter()
+    start = time.perf_counter()
     try:
         result = fn(*args, **(kwargs or {}))
     except Exception as exc:  # noqa: BLE001  (the policy decides; control flow goes through)
@@ -94,7 +91,6 @@ def invoke(slot: Any, where: str, fn: Callable[..., Any], args: tuple = (),
         return None
     finally:
         slot.seconds += time.perf_counter() - start
-        slot.queue_waits += policy.queue_waits() - waits
     if result is not None and slot.kind == "observer":
         policy.failed(slot, where, TypeError(
             f"an observer's {where} must return None, got {type(result).__name__}"))

@@ -101,7 +101,7 @@ class Run:
         self._replacements = Replacements()
         self._policy = FailurePolicy(strict=strict, max_failures=max_failures,
                                      record=self._record_error, report=report or warn,
-                                     step=lambda: self.step, queue_waits=self._queue_waits)
+                                     step=lambda: self.step)
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
@@ -457,9 +457,6 @@ class Run:
         writer = self._ranks.errors()
         if writer is not None:
             writer.add_text("plugins/errors", f"{message}\n\n```\n{tb}\n```", self.step)
-
-    def _queue_waits(self) -> int:
-        return getattr(self.writer, "queue_waits", 0)
 
     def _log_telemetry(self, step: int | None = None) -> None:
         n = max(self._steps_since_telemetry, 1)

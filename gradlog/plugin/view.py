@@ -10,6 +10,7 @@ later.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from .registrar import HookRegistrar
@@ -49,25 +50,38 @@ class PluginRun:
     def log_scalar(self, tag: str, value: Any, step: int | None = None, *,
                    reduce: str | None = None, per_rank: bool = False) -> None:
         """See ``Run.log_scalar``: ``reduce`` (every rank calls it) or ``per_rank``."""
-        self._run.log_scalar(tag, value, step, reduce=reduce, per_rank=per_rank, metric=False)
+        self._charged(self._run.log_scalar, tag, value, step, reduce=reduce, per_rank=per_rank,
+                      metric=False)
 
     def log_scalar_from(self, tag: str, function: Any, values: tuple,
                         step: int | None = None) -> None:
-        self._run.log_scalar_from(tag, function, values, step)
+        self._charged(self._run.log_scalar_from, tag, function, values, step)
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
                       copy: bool = True, per_rank: bool = False) -> None:
-        self._run.log_histogram(tag, values, step, bins=bins, also_tags=also_tags, copy=copy,
-                                per_rank=per_rank)
+        self._charged(self._run.log_histogram, tag, values, step, bins=bins,
+                      also_tags=also_tags, copy=copy, per_rank=per_rank)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW", *, per_rank: bool = False) -> None:
-        self._run.log_image(tag, image, step, dataformats=dataformats, per_rank=per_rank)
+        self._charged(self._run.log_image, tag, image, step, dataformats=dataformats,
+                      per_rank=per_rank)
 
     def log_text(self, tag: str, text: str, step: int | None = None, *,
                  per_rank: bool = False) -> None:
-        self._run.log_text(tag, text, step, per_rank=per_rank)
+        self._charged(self._run.log_text, tag, text, step, per_rank=per_rank)
+
+    def _charged(self, log: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """``log(*args, **kwargs)``, the waits for the run's writer's full background queue
+        during it charged to this plugin (``plugins/<name>/queue_waits``): counted where a
+        plugin logs, not around each of its calls, which would cost every event."""
+        writer = self._run.writer
+        waits = getattr(writer, "queue_waits", 0)
+        try:
+            log(*args, **kwargs)
+        finally:
+            self._slot.queue_waits += getattr(writer, "queue_waits", 0) - waits
 
     # -- the run's shared state -----------------------------------------------------------------
     @property
