@@ -11,6 +11,7 @@ import numpy as np
 
 from gradlog.plugin import Plugin
 from gradlog.plugin.selection import selected
+from gradlog.utils.reductions import sum_of_squares
 
 
 @dataclass
@@ -48,9 +49,9 @@ def _norm(values: np.ndarray, p: float) -> float:
         return 0.0
     if p == math.inf:
         return float(np.max(np.abs(flat)))
-    flat = flat.astype(np.float64, copy=False)
     if p == 2.0:
-        return math.sqrt(float(np.dot(flat, flat)))
+        return math.sqrt(sum_of_squares(flat))
+    flat = flat.astype(np.float64, copy=False)
     return float(np.sum(np.abs(flat) ** p) ** (1.0 / p))
 
 
