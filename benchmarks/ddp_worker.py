@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+from gradlog.utils.memory import reuse_freed_memory
+
 from .cnn import BATCH, GradlogCNN, TorchCNN, make_batches, make_weights
 
 
@@ -51,6 +53,8 @@ def main(argv: list[str]) -> None:
     engine, mode, steps, warmup, out = argv[:5]
     store = argv[5] if len(argv) > 5 else None
     rank, size = int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))
+    if not os.environ.get("GRADLOG_BENCH_SYSTEM_MALLOC"):  # (run.py's --system-malloc)
+        reuse_freed_memory()  # as gradlog train does on every rank, and run.py in-process
     net, ddp, dist = _setup(engine, mode, rank, size, store)
     if engine == "torch":
         net.lib.set_num_threads(1)

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import time
 from typing import Any
 
+SYSTEM_MALLOC = "GRADLOG_BENCH_SYSTEM_MALLOC"  # set: the launched processes leave malloc alone
 WORKLOADS = {
     "W1": "mlp", "W4": "mlp",
     "W4b": "watch", "W4d": "watch", "W4e": "watch", "W4f": "watch", "W4g": "watch",
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.system_malloc:
         from gradlog.utils.memory import reuse_freed_memory
         reuse_freed_memory()
+    else:  # (for the processes W8 launches, which set their malloc up themselves)
+        os.environ[SYSTEM_MALLOC] = "1"
     modules = sorted({WORKLOADS[w] for w in wanted}, key=list(WORKLOADS.values()).index)
     results: dict[str, Any] = {}
     for module in modules:
