@@ -62,7 +62,7 @@ class Timing:
 def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_block: int,
                 warmup: int = 2, timer: Callable[[], float] | None = None,
                 after_block: dict[str, Callable[[], Any]] | None = None) -> dict[str, Timing]:
-    """Time each contender ``per_block`` calls at a time, A B C C B A ..., after warm-up.
+    """Time each contender ``per_block`` calls at a time, A B C B C A C A B ..., after warm-up.
 
     Interleaving spreads the machine's noise (a shared 2-core VM) over all contenders alike.
     ``timer`` replaces the module's clock; ``after_block[name]()`` runs inside a contender's
@@ -82,8 +82,10 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
     try:
         names = list(contenders)
         for block in range(blocks):
-            # A B C, then C B A: whoever runs first after a collection pays for it alike
-            for name in (names if block % 2 == 0 else names[::-1]):
+            # A B C, B C A, C A B: whoever runs first after a collection pays for it, so each
+            # contender runs first equally often (with A B C, C B A the middle ones never did)
+            shift = block % len(names)
+            for name in names[shift:] + names[:shift]:
                 fn = contenders[name]
                 start, cpu_start, thread_start = clock(), time.process_time(), time.thread_time()
                 for _ in range(per_block):
