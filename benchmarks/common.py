@@ -16,6 +16,10 @@ import numpy as np
 # a core, which wall time does. With more than one thread the wall clock is used instead.
 TIMER = time.process_time
 
+# Set (by run.py's --system-malloc) when the processes a workload launches are to leave glibc's
+# malloc alone; otherwise they keep freed memory for reuse, as run.py's own process does.
+SYSTEM_MALLOC = "GRADLOG_BENCH_SYSTEM_MALLOC"
+
 
 def use_wall_clock() -> None:
     global TIMER

@@ -21,6 +21,7 @@ import time
 from gradlog.utils.memory import reuse_freed_memory
 
 from .cnn import BATCH, GradlogCNN, TorchCNN, make_batches, make_weights
+from .common import SYSTEM_MALLOC
 
 
 def _setup(engine: str, mode: str, rank: int, size: int, store: str | None):
@@ -53,7 +54,7 @@ def main(argv: list[str]) -> None:
     engine, mode, steps, warmup, out = argv[:5]
     store = argv[5] if len(argv) > 5 else None
     rank, size = int(os.environ.get("PMI_RANK", 0)), int(os.environ.get("PMI_SIZE", 1))
-    if not os.environ.get("GRADLOG_BENCH_SYSTEM_MALLOC"):  # (run.py's --system-malloc)
+    if not os.environ.get(SYSTEM_MALLOC):  # (run.py's --system-malloc)
         reuse_freed_memory()  # as gradlog train does on every rank, and run.py in-process
     net, ddp, dist = _setup(engine, mode, rank, size, store)
     if engine == "torch":

@@ -14,7 +14,6 @@ import sys
 import time
 from typing import Any
 
-SYSTEM_MALLOC = "GRADLOG_BENCH_SYSTEM_MALLOC"  # set: the launched processes leave malloc alone
 WORKLOADS = {
     "W1": "mlp", "W4": "mlp",
     "W4b": "watch", "W4d": "watch", "W4e": "watch", "W4f": "watch", "W4g": "watch",
@@ -73,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         from gradlog.utils.memory import reuse_freed_memory
         reuse_freed_memory()
     else:  # (for the processes W8 launches, which set their malloc up themselves)
+        from .common import SYSTEM_MALLOC
         os.environ[SYSTEM_MALLOC] = "1"
     modules = sorted({WORKLOADS[w] for w in wanted}, key=list(WORKLOADS.values()).index)
     results: dict[str, Any] = {}
