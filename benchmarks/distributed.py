@@ -77,7 +77,11 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
     if mpiexec is None:
         return {"W8": {"skipped": "mpi4py and the mpich wheel are not installed "
                                   "(pip install 'gradlog[mpi]')"}}
-    workdir = tempfile.mkdtemp(prefix="gradlog-w8-")
+    with tempfile.TemporaryDirectory(prefix="gradlog-w8-", ignore_cleanup_errors=True) as workdir:
+        return _run_in(workdir, mpiexec, quick, blocks)
+
+
+def _run_in(workdir: str, mpiexec: str, quick: bool, blocks: int) -> dict[str, Any]:
     if quick:
         return {"W8": _check(mpiexec, workdir)}
     load = [os.getloadavg()[0]]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> dict:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        shutil.rmtree(scratch, ignore_errors=True)
     for name, count in written.items():
         if count != n:
             raise SystemExit(f"{name}: {count} of {n} scalars read back")

@@ -59,9 +59,13 @@ def _trajectory(model: TorchMLP, batches: list, steps: int) -> list[float]:
 def run(quick: bool, blocks: int) -> dict[str, Any]:
     if torch_or_none() is None:
         return {"W7": {"skipped": "torch is not installed"}}
+    with tempfile.TemporaryDirectory(prefix="gradlog-w7-", ignore_cleanup_errors=True) as logdir:
+        return _run_in(logdir, quick, blocks)
+
+
+def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
     weights = make_weights()
     batches = make_batches(4 if quick else 16)
-    logdir = tempfile.mkdtemp(prefix="gradlog-w7-")
     if quick:
         bare = _trajectory(TorchMLP(weights), batches, 5)
         for name, plugins in (("watch", []), ("histogram+grad-norm", PLUGINS)):

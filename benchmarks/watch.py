@@ -157,7 +157,7 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
                    plugins=[HISTOGRAM_DEFAULTS + ":every=1"])
     contenders = {"plain": cycler(plain, batches), "gradlog": cycler(watched, batches)}
     after_block = {"gradlog": run.writer.flush}
-    wandb_run = _wandb_watched(weights, contenders)
+    wandb_run = _wandb_watched(weights, contenders, os.path.join(logdir, "wandb"))
     try:
         t = interleaved(contenders, blocks=2 if quick else 9, per_block=4 if quick else PER_BLOCK,
                         warmup=1 if quick else PER_BLOCK, timer=time.perf_counter,
@@ -185,7 +185,7 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
     return out
 
 
-def _wandb_watched(weights: list, contenders: dict) -> Any:
+def _wandb_watched(weights: list, contenders: dict, directory: str) -> Any:
     if importlib.util.find_spec("wandb") is None:
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
@@ -193,7 +193,8 @@ def _wandb_watched(weights: list, contenders: dict) -> Any:
 
     from .mlp import TorchMLP
     model = TorchMLP(weights)
-    wandb_run = wandb.init(mode="offline", dir=tempfile.mkdtemp(prefix="gradlog-bench-"))
+    os.makedirs(directory)
+    wandb_run = wandb.init(mode="offline", dir=directory)
     wandb.watch(model.model, log="all", log_freq=1)
     step = cycler(model, make_batches(16))
 

@@ -5,6 +5,7 @@ losses. Timing targets are never asserted in tests."""
 from __future__ import annotations
 
 import json
+import tempfile
 
 import pytest
 
@@ -16,12 +17,17 @@ pytestmark = pytest.mark.slow
 @pytest.mark.parametrize(
     "workloads", ["W1", "W2,W4c", "W3", "W7", "W8", "W4b,W4d,W4e,W4f,W4g"]
 )
-def test_quick_mode_checks_every_contender(workloads, tmp_path):
+def test_quick_mode_checks_every_contender(workloads, tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # where the workloads log
     out = tmp_path / "results.json"
     assert bench.main(["--quick", "--only", workloads, "--json", str(out)]) == 0
     results = json.loads(out.read_text())["results"]
     for name in workloads.split(","):
         assert name in results
+    # every log directory removed (torch may keep its own compile cache there)
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("gradlog")] == []
 
 
 def test_quick_memory_measurements_run(tmp_path):

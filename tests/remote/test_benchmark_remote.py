@@ -3,14 +3,18 @@ checks that each wrote every event (the timings themselves are not asserted)."""
 
 import importlib.util
 import os
+import tempfile
 
 from remote_helpers import need_s3
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def test_remote_benchmark_quick_run(tmp_path, capsys):
+def test_remote_benchmark_quick_run(tmp_path, capsys, monkeypatch):
     need_s3()
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     spec = importlib.util.spec_from_file_location(
         "benchmark_remote", os.path.join(ROOT, "benchmarks", "remote.py"))
     module = importlib.util.module_from_spec(spec)
@@ -20,3 +24,4 @@ def test_remote_benchmark_quick_run(tmp_path, capsys):
     assert set(results["events_per_sec"]) == {"local", "s3"}
     assert (tmp_path / "results.json").exists()
     assert "W9 add_scalar throughput" in capsys.readouterr().out
+    assert [p.name for p in scratch.iterdir()] == []  # the server's files removed
