@@ -181,14 +181,19 @@ def _free_port() -> int:
 
 
 def _torch_job(n: int, args: list[str], env: dict) -> dict[int, str]:
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
-    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=uuid.uuid4().hex,
-                          rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{_free_port()}",
-                          rdzv_configs={"rank": 0}, max_restarts=0, local_addr="127.0.0.1")
     saved = {k: os.environ.get(k) for k in (*env, "GLOO_SOCKET_IFNAME")}
     os.environ.update(env)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    # (torch's launcher keeps its per-rank error files in a directory it never removes; the
+    # ranks' statuses are gradlog's own, so that directory goes with the job)
+    logs = tempfile.TemporaryDirectory(prefix="gradlog-launch-", ignore_cleanup_errors=True)
+    config = LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=n, run_id=uuid.uuid4().hex,
+                          rdzv_backend="static", rdzv_endpoint=f"127.0.0.1:{_free_port()}",
+                          rdzv_configs={"rank": 0}, max_restarts=0, local_addr="127.0.0.1",
+                          logs_specs=DefaultLogsSpecs(log_dir=logs.name))
     try:
         elastic_launch(config, sys.executable)(*_rank_command(args)[1:])
     except ChildFailedError as exc:
@@ -196,6 +201,7 @@ def _torch_job(n: int, args: list[str], env: dict) -> dict[int, str]:
                             else f"status {f.exitcode}")
                 for rank, f in exc.failures.items()}
     finally:
+        logs.cleanup()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)

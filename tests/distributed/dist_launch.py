@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,8 +100,11 @@ def mpi(n: int, *args: str, timeout: float = 120, **env: str) -> Finished:
 
 
 def torchrun(n: int, *args: str, timeout: float = 180, **env: str) -> Finished:
-    """``torchrun --nproc-per-node N dist_workers.py ARGS`` on 127.0.0.1."""
+    """``torchrun --nproc-per-node N dist_workers.py ARGS`` on 127.0.0.1 (with the launcher's
+    log directory, which torch keeps, in a temporary one that goes afterwards)."""
     pytest.importorskip("torch")
-    return run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n),
-                "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
-                str(WORKERS), *args], timeout=timeout, env=local_env(**env))
+    with tempfile.TemporaryDirectory(prefix="gradlog-test-torchrun-") as logs:
+        return run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(n),
+                    "--master-addr", "127.0.0.1", "--master-port", str(free_port()),
+                    "--log-dir", logs, str(WORKERS), *args], timeout=timeout,
+                   env=local_env(**env))

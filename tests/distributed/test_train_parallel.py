@@ -207,13 +207,18 @@ def test_a_torch_build_on_two_processes_trains_as_one_and_resumes_after_a_kill(t
     build = str(BUILDS / "torch_faults.py")
     args = ["--epochs", "2", "--batch-size", "16", "--no-default-plugins", "-q", "-p",
             "grad-norm:every=1"]
-    one, two = tmp_path / "one", tmp_path / "two"
+    one, two, scratch = tmp_path / "one", tmp_path / "two", tmp_path / "tmp"
+    scratch.mkdir()
     done = train(build, *args, "--logdir", str(one), timeout=180)
     assert done.returncode == 0, done.stderr
-    killed = train(build, *args, "--logdir", str(two), nproc=2, FAULT="kill:9", timeout=180)
+    killed = train(build, *args, "--logdir", str(two), nproc=2, FAULT="kill:9", timeout=180,
+                   TMPDIR=str(scratch))
     assert killed.returncode == 1, killed.stderr
     assert "gradlog train: rank 1 of 2 was killed by SIGKILL; every rank was stopped" in \
         killed.stderr
+    # torch's launcher's log directory went with the job
+    assert [p.name for p in scratch.iterdir()
+            if p.name.startswith(("torchelastic", "gradlog"))] == []
     # epoch 1 (6 steps) was trained by two processes: the one-process losses
     steps, values = scalars(two, "train/loss")
     ref_steps, ref_values = scalars(one, "train/loss")
