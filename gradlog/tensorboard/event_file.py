@@ -7,7 +7,9 @@ Guarantees (each tested):
   ``O_EXCL``: two writers in one directory in the same second, or two processes, never share a
   file, and a writer never appends to an old file (after a crash the next one starts a new file,
   so a torn last record is only ever at the end of a file). Names sort in creation order, which
-  is the order TensorBoard's Python loader reads them in.
+  is the order TensorBoard's Python loader reads them in, also after another process's files
+  of the same second (whose pid may sort later): a new file's name sorts after every event
+  file already in the directory, its seconds moved on by one where needed.
 * **Whole records.** Records are framed in full and leave the process in one ``os.write`` per
   flush, so a crash can tear at most the last record of the file, which both loaders tolerate.
 * **Flushing.** Events wait in memory until ``max_queue`` are pending, ``flush_secs`` have passed
@@ -59,6 +61,23 @@ def _with_path(error: OSError, path: str) -> OSError:
     if error.filename is not None:
         return error
     return type(error)(error.errno, error.strerror or str(error), path)
+
+
+_PREFIX = "events.out.tfevents."
+
+
+def _newest_event_file(directory: str, url: bool) -> str:
+    """The last event file name in ``directory`` in sorted order ("" when there is none)."""
+    try:
+        names = storage.names(directory) if url else os.listdir(directory)
+    except OSError:
+        return ""  # (creating the file then names the problem)
+    return max((n for n in names if n.startswith(_PREFIX)), default="")
+
+
+def _seconds_of(name: str) -> int | None:
+    field = name[len(_PREFIX):].partition(".")[0]
+    return int(field) if field.isdigit() else None
 
 
 def _fsync_directory(directory: str) -> None:
@@ -113,6 +132,7 @@ class EventFileWriter:
                 os.makedirs(self._dir, exist_ok=True)
             except OSError as error:
                 raise _with_path(error, self.log_dir) from error
+        self._last_name = _newest_event_file(self._dir, self._url)  # names sort after this
         self._open_file(step=purge_step or 0)
         if purge_step is not None:  # twice: see "Restarts" above
             start = Event(wall_time=time.time(), step=int(purge_step),
@@ -136,8 +156,21 @@ class EventFileWriter:
         global _hostname
         if _hostname is None:
             _hostname = socket.gethostname()
-        return (f"events.out.tfevents.{int(time.time()):010d}.{_hostname}.{os.getpid()}"
-                f".{next(_counter):06d}{self._suffix}")
+        counter = next(_counter)
+
+        def named(seconds: int) -> str:
+            return (f"{_PREFIX}{seconds:010d}.{_hostname}.{os.getpid()}.{counter:06d}"
+                    f"{self._suffix}")
+
+        name = named(int(time.time()))
+        if name <= self._last_name:  # the same second as a later-sorting file, or a clock step
+            seconds = _seconds_of(self._last_name)
+            if seconds is not None:
+                name = named(seconds)
+                if name <= self._last_name:
+                    name = named(seconds + 1)
+        self._last_name = max(name, self._last_name)
+        return name
 
     @staticmethod
     def _header(step: int = 0) -> bytes:

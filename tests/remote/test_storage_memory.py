@@ -84,7 +84,7 @@ def test_an_appendable_filesystem_keeps_one_file_appended_at_each_flush(memory_u
 
 def _segments(url, spool, max_age=60.0, max_bytes=storage.SEGMENT_BYTES):
     writer = EventFileWriter.__new__(EventFileWriter)  # only for its naming and header
-    writer._suffix = ""
+    writer._suffix, writer._last_name = "", ""
     return storage.Segments(url, writer._new_name, EventFileWriter._header, max_age,
                             max_bytes, spool=str(spool))
 

@@ -55,13 +55,41 @@ def test_an_existing_file_is_never_appended_to(log_dir, monkeypatch):
     before = pathlib.Path(first.path).read_bytes()
     used = int(first.path.rsplit(".", 1)[1])
     seconds = float(os.path.basename(first.path).split(".")[3])
-    # Same second, and the counter hands out the used number twice: the name is taken.
+    # Same second, and the counter hands out the used number twice: the name is taken (as by
+    # another writer after this one listed the directory).
     monkeypatch.setattr(event_file, "_counter", iter([used, used, 999_999]))
+    monkeypatch.setattr(event_file, "_newest_event_file", lambda directory, url: "")
     monkeypatch.setattr(event_file, "time", types.SimpleNamespace(
         time=lambda: seconds, monotonic=time.monotonic))
     second = EventFileWriter(log_dir)
     second.close()
-    assert second.path.endswith(".999999") and pathlib.Path(first.path).read_bytes() == before
+    assert second.path > first.path and pathlib.Path(first.path).read_bytes() == before
+
+
+def test_a_new_file_sorts_after_another_process_file_of_the_same_second(log_dir, monkeypatch):
+    # A run killed and resumed within one second: the killed process's pid may sort after the
+    # new one's ("997" > "1005"). TensorBoard reads a directory's files in name order, so the
+    # resumed file must come last, or its purge of the old steps would be read first.
+    killed = EventFileWriter(log_dir)
+    killed.add_event(scalar_event(4, value=1.0))
+    killed.close()
+    seconds = int(os.path.basename(killed.path).split(".")[3])
+    later_pid = os.path.join(log_dir, f"events.out.tfevents.{seconds:010d}.{socket.gethostname()}"
+                                      f".{'9' * 12}.000000")
+    os.rename(killed.path, later_pid)
+    monkeypatch.setattr(event_file, "time", types.SimpleNamespace(
+        time=lambda: seconds + 0.5, monotonic=time.monotonic))
+    resumed = EventFileWriter(log_dir, purge_step=4)
+    resumed.add_event(scalar_event(4, value=2.0))
+    resumed.close()
+    again = EventFileWriter(log_dir)  # this process's next file, in the same second
+    again.close()
+    assert event_files(log_dir) == [later_pid, resumed.path, again.path]
+    assert int(os.path.basename(resumed.path).split(".")[3]) == seconds + 1
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    accumulator = EventAccumulator(log_dir)
+    accumulator.Reload()
+    assert [(e.step, e.value) for e in accumulator.Scalars("x")] == [(4, 2.0)]
 
 
 def test_header_is_file_version_alone_without_purge_step(log_dir):
