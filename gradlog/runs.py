@@ -22,7 +22,7 @@ from typing import Any
 from .serialization import atomic_file, load, save
 from .tensorboard import storage
 
-__all__ = ["default_run_dir", "has_events", "checkpoints", "newest_checkpoint",
+__all__ = ["default_run_dir", "claim_new_dir", "has_events", "checkpoints", "newest_checkpoint",
            "save_checkpoint", "load_checkpoint", "write_run_toml", "CHECKPOINT_FORMAT",
            "CHECKPOINT_VERSION", "RUN_TOML", "names", "exists", "isdir", "has_file",
            "read_text", "remove", "makedirs"]
@@ -39,6 +39,21 @@ def default_run_dir(root: str = "runs") -> str:
     """PyTorch's default: ``runs/<Mon DD_HH-MM-SS>_<hostname>``."""
     stamp = datetime.datetime.now().strftime("%b%d_%H-%M-%S")
     return os.path.join(root, f"{stamp}_{socket.gethostname()}")
+
+
+def claim_new_dir(path: str) -> str:
+    """Create the local directory ``path``, or ``path-1``, ``path-2``, ... if it exists, and
+    return the one created: runs started in the same second (a sweep launched from a loop)
+    each get a default directory of their own, taken atomically."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    for n in range(10_000):
+        candidate = path if n == 0 else f"{path}-{n}"
+        try:
+            os.mkdir(candidate)
+        except FileExistsError:
+            continue
+        return candidate
+    raise FileExistsError(f"no free run directory next to {path}")  # pragma: no cover
 
 
 # -- a run directory, local or at a URL ------------------------------------------------------

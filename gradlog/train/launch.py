@@ -25,6 +25,7 @@ import threading
 import uuid
 from typing import Any
 
+from .. import runs
 from .config import TrainOptions
 from .console import Console
 from .errors import UserError
@@ -56,6 +57,10 @@ def launch(options: TrainOptions, console: Console) -> int:
     except UserError as exc:
         console.error(str(exc))
         return 2
+    claimed = not (options.logdir or options.resume)
+    if claimed:  # the ranks get --logdir: take the default directory (or the next free) here
+        run_dir = runs.claim_new_dir(trainer.run_dir)
+        args = rank_args(options, run_dir)
     status_dir = tempfile.mkdtemp(prefix="gradlog-ranks-")
     env = {STATUS_DIR_ENV: status_dir, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     try:
@@ -66,6 +71,8 @@ def launch(options: TrainOptions, console: Console) -> int:
         status, message = verdict(n, _statuses(status_dir, n), exits)
     finally:
         shutil.rmtree(status_dir, ignore_errors=True)
+        if claimed and not os.listdir(run_dir):  # the ranks wrote nothing: leave nothing
+            os.rmdir(run_dir)
     if message:
         (console.error if status == 1 else console.notice)(f"gradlog train: {message}")
     return status

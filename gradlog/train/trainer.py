@@ -107,6 +107,7 @@ class Trainer:
         self.console, self.signals, self.job = console, signals, job
         self.writes = job is None or job.rank == 0  # rank 0 alone writes the run directory
         self.point: checkpoints.ResumePoint | None = None
+        self._default_dir = False  # no --logdir: a directory named by the time (see _new)
         self.run: Run | None = None
         self._saved_step: int | None = None
         given = read_given(options)
@@ -132,12 +133,14 @@ class Trainer:
         self.config, self.plugins = resolve(given, canonical(example),
                                             getattr(self.module, "Options", None),
                                             example_digest(example))
+        # (a default directory is only a name until _open claims it, or the next free one)
+        self._default_dir = not options.logdir
         self.run_dir = options.logdir or runs.default_run_dir()
         if self.job is not None:  # rank 0's (a default one holds the time)
             self.run_dir = self.job.collectives.broadcast_text(self.run_dir)
         try:
-            taken = self.writes and (runs.has_events(self.run_dir) or
-                                     runs.has_file(self.run_dir, runs.RUN_TOML))
+            taken = self.writes and not self._default_dir and (
+                runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML))
         except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         if taken:
@@ -192,7 +195,12 @@ class Trainer:
         """Create what the run writes to: its directory, ``run.toml``, the writer, the Run;
         a resumed run's state restored. A new run that fails here leaves nothing behind."""
         try:
-            self._created = not runs.exists(self.run_dir)
+            if self._default_dir:
+                if self.writes:
+                    self.run_dir = runs.claim_new_dir(self.run_dir)
+                if self.job is not None:  # the directory rank 0 took
+                    self.run_dir = self.job.collectives.broadcast_text(self.run_dir)
+            self._created = self._default_dir or not runs.exists(self.run_dir)
             self._before = set() if self._created else set(runs.names(self.run_dir))
         except OSError as exc:
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None

@@ -202,6 +202,16 @@ def test_mpiexec_ranks_agree_on_the_default_run_directory(tmp_path):
     assert len(made) == 1 and (made[0] / "run.toml").is_file()
 
 
+def test_nproc_takes_one_default_run_directory_for_both_ranks(tmp_path):
+    taken = tmp_path / "runs"
+    done = run([*GRADLOG, FAULTS, *SMALL[:-1], "--nproc", "2"], timeout=120, cwd=str(tmp_path),
+               env=local_env())
+    assert done.returncode == 0, done.stderr
+    made = list(taken.iterdir())
+    assert len(made) == 1 and (made[0] / "run.toml").is_file(), made
+    assert f"tensorboard --logdir {os.path.join('runs', made[0].name)}" in done.stdout
+
+
 def test_a_torch_build_on_two_processes_trains_as_one_and_resumes_after_a_kill(tmp_path):
     pytest.importorskip("torch")
     build = str(BUILDS / "torch_faults.py")
