@@ -203,6 +203,7 @@ def test_mpiexec_ranks_agree_on_the_default_run_directory(tmp_path):
 
 
 def test_nproc_takes_one_default_run_directory_for_both_ranks(tmp_path):
+    pytest.importorskip("mpi4py")
     taken = tmp_path / "runs"
     done = run([*GRADLOG, FAULTS, *SMALL[:-1], "--nproc", "2"], timeout=120, cwd=str(tmp_path),
                env=local_env())
