@@ -33,6 +33,11 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.6
 
 
+# mpich 5.0.2's UCX (1.20.1) now and then fails MPI_Init on one host with this error (about 1
+# launch in 150-300 on a loaded machine, also for a two-line mpi4py program; pmodels/mpich#7417)
+MPI_INIT_FLAKE = "failed to unpack address, invalid bandwidth"
+
+
 def _launcher() -> str | None:
     try:
         import mpi4py  # noqa: F401
@@ -52,14 +57,17 @@ def _launch(mpiexec: str, ranks: int, engine: str, mode: str, steps: int, warmup
                UCX_NET_DEVICES="lo", GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(ROOT))
     cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "benchmarks.ddp_worker", engine,
            mode, str(steps), str(warmup), out, store]
-    proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        _, err = proc.communicate(timeout=300)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise RuntimeError(f"W8: {' '.join(cmd)} did not finish in 300 s") from None
+    for _ in range(2):  # once more after mpich's transient MPI_Init failure (see below)
+        proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), start_new_session=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            _, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise RuntimeError(f"W8: {' '.join(cmd)} did not finish in 300 s") from None
+        if proc.returncode == 0 or MPI_INIT_FLAKE not in err:
+            break
     if proc.returncode != 0 or not os.path.exists(out):
         raise RuntimeError(f"W8: {' '.join(cmd)} failed ({proc.returncode}):\n{err[-2000:]}")
     with open(out) as f:
