@@ -27,15 +27,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from gradlog.train.launch import MPI_INIT_FLAKE
+
 from .common import check_close, torch_or_none
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 1.6
-
-
-# mpich 5.0.2's UCX (1.20.1) now and then fails MPI_Init on one host with this error (about 1
-# launch in 150-300 on a loaded machine, also for a two-line mpi4py program; pmodels/mpich#7417)
-MPI_INIT_FLAKE = "failed to unpack address, invalid bandwidth"
 
 
 def _launcher() -> str | None:
@@ -57,7 +54,7 @@ def _launch(mpiexec: str, ranks: int, engine: str, mode: str, steps: int, warmup
                UCX_NET_DEVICES="lo", GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(ROOT))
     cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "benchmarks.ddp_worker", engine,
            mode, str(steps), str(warmup), out, store]
-    for _ in range(2):  # once more after mpich's transient MPI_Init failure (see below)
+    for _ in range(2):  # once more after mpich's transient MPI_Init failure
         proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), start_new_session=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

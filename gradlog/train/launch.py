@@ -127,17 +127,35 @@ def _check_mpi() -> None:
                         "pip install 'gradlog[mpi]'")
 
 
+# mpich 5.0.2's UCX (1.20.1) now and then fails MPI_Init on one host with this error (about 1
+# launch in 150-300 on a loaded machine, also for a two-line mpi4py program; pmodels/mpich#7417)
+MPI_INIT_FLAKE = "failed to unpack address, invalid bandwidth"
+
+
 def _mpi_job(n: int, args: list[str], env: dict, console: Console) -> dict[int, str]:
     """Run the ranks under MPI; returns how each rank that did not exit cleanly ended, as the
-    process manager saw it (``{rank: "signal KILL"}``)."""
+    process manager saw it (``{rank: "signal KILL"}``). A job whose MPI_Init failed with the
+    transient error above (nothing ran yet) is started once more."""
+    ended, init_failed = _mpi_attempt(n, args, env, console)
+    if ended and init_failed:
+        console.notice("gradlog train: MPI_Init failed with mpich's transient UCX error "
+                       "(pmodels/mpich#7417); starting the ranks once more")
+        ended, _ = _mpi_attempt(n, args, env, console)
+    return ended
+
+
+def _mpi_attempt(n: int, args: list[str], env: dict,
+                 console: Console) -> tuple[dict[int, str], bool]:
     mpiexec = _mpiexec()
     full_env = {**os.environ, **env, "UCX_NET_DEVICES": os.environ.get("UCX_NET_DEVICES", "lo")}
     proc = subprocess.Popen([mpiexec, "-n", str(n), *_rank_command(args)], env=full_env,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     ended: dict[int, str] = {}
+    init_failed = [False]
 
     def relay() -> None:  # the ranks' stderr through to ours, the manager's verdicts kept
         for line in proc.stderr:
+            init_failed[0] = init_failed[0] or MPI_INIT_FLAKE in line
             found = _GFORKER_EXIT.match(line)
             if found:
                 rank, code, sig = int(found[1]), int(found[2]), found[3]
@@ -154,7 +172,7 @@ def _mpi_job(n: int, args: list[str], env: dict, console: Console) -> dict[int, 
     with _forwarding_signals(proc.pid):
         proc.wait()
     reader.join()
-    return ended
+    return ended, init_failed[0]
 
 
 class _forwarding_signals:

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from gradlog.train.launch import MPI_INIT_FLAKE
+
 HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "dist_workers.py"
 BIN = Path(sys.executable).parent
@@ -66,15 +68,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-# mpich 5.0.2's UCX (1.20.1) now and then fails MPI_Init on one host with this error (about 1
-# launch in 150-300 on a loaded machine, also for a two-line mpi4py program; pmodels/mpich#7417)
-MPI_INIT_FLAKE = "failed to unpack address, invalid bandwidth"
-
-
 def run(cmd: list[str], *, timeout: float, env: dict | None = None,
         cwd: str | None = None) -> Finished:
     """Run ``cmd`` to the end (or kill its whole process group after ``timeout`` s); once
-    more if MPI_Init failed with the transient error above, before anything ran."""
+    more if MPI_Init failed with mpich's transient UCX error, before anything ran."""
     done = _run_once(cmd, timeout=timeout, env=env, cwd=cwd)
     if done.returncode != 0 and MPI_INIT_FLAKE in done.stderr + done.stdout:
         done = _run_once(cmd, timeout=timeout, env=env, cwd=cwd)

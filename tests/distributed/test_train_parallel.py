@@ -213,6 +213,35 @@ def test_nproc_takes_one_default_run_directory_for_both_ranks(tmp_path):
     assert f"tensorboard --logdir {os.path.join('runs', made[0].name)}" in done.stdout
 
 
+def test_nproc_starts_the_ranks_again_after_mpichs_transient_init_failure(tmp_path,
+                                                                         monkeypatch):
+    pytest.importorskip("mpi4py")
+    from click.testing import CliRunner
+
+    from gradlog.cli import main
+    from gradlog.train import launch
+    real, mark = launch._mpiexec(), tmp_path / "failed-once"
+    fake = tmp_path / "mpiexec"  # fails as mpich does the first time, then is mpiexec
+    fake.write_text(f"""#!/bin/sh
+if [ ! -e {mark} ]; then
+  touch {mark}
+  echo "[0] [vm:1:0] address.c:985  UCX  ERROR {launch.MPI_INIT_FLAKE} 0.00" >&2
+  echo "[0]1:Return code = 15" >&2
+  exit 15
+fi
+exec {real} "$@"
+""")
+    fake.chmod(0o755)
+    monkeypatch.setattr(launch, "_mpiexec", lambda: str(fake))
+    for key, value in local_env().items():
+        monkeypatch.setenv(key, value)
+    result = CliRunner().invoke(main, ["train", FAULTS, *SMALL, "--logdir", str(tmp_path / "r"),
+                                       "--nproc", "2"])
+    assert result.exit_code == 0, result.output
+    assert "starting the ranks once more" in result.output and mark.exists()
+    assert scalars(tmp_path / "r", "train/loss")[0] == list(range(16))  # 2 epochs, each step once
+
+
 def test_a_torch_build_on_two_processes_trains_as_one_and_resumes_after_a_kill(tmp_path):
     pytest.importorskip("torch")
     build = str(BUILDS / "torch_faults.py")
