@@ -75,6 +75,10 @@ def _newest_event_file(directory: str, url: bool) -> str:
     return max((n for n in names if n.startswith(_PREFIX)), default="")
 
 
+def _name(seconds: int, counter: int, suffix: str) -> str:
+    return f"{_PREFIX}{seconds:010d}.{_hostname}.{os.getpid()}.{counter:06d}{suffix}"
+
+
 def _seconds_of(name: str) -> int | None:
     field = name[len(_PREFIX):].partition(".")[0]
     return int(field) if field.isdigit() else None
@@ -156,20 +160,12 @@ class EventFileWriter:
         global _hostname
         if _hostname is None:
             _hostname = socket.gethostname()
-        counter = next(_counter)
-
-        def named(seconds: int) -> str:
-            return (f"{_PREFIX}{seconds:010d}.{_hostname}.{os.getpid()}.{counter:06d}"
-                    f"{self._suffix}")
-
-        name = named(int(time.time()))
-        if name <= self._last_name:  # the same second as a later-sorting file, or a clock step
-            seconds = _seconds_of(self._last_name)
-            if seconds is not None:
-                name = named(seconds)
-                if name <= self._last_name:
-                    name = named(seconds + 1)
-        self._last_name = max(name, self._last_name)
+        counter, last = next(_counter), self._last_name
+        seconds, newest = int(time.time()), _seconds_of(last)
+        if newest is not None and newest >= seconds:  # the newest file's second, or a clock step
+            seconds = newest if _name(newest, counter, self._suffix) > last else newest + 1
+        name = _name(seconds, counter, self._suffix)
+        self._last_name = max(name, last)
         return name
 
     @staticmethod

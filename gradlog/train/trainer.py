@@ -133,11 +133,10 @@ class Trainer:
         self.config, self.plugins = resolve(given, canonical(example),
                                             getattr(self.module, "Options", None),
                                             example_digest(example))
-        # (a default directory is only a name until _open claims it, or the next free one)
+        # (a default directory is only a name until _open claims it, or the next free one,
+        # and tells the other ranks which)
         self._default_dir = not options.logdir
         self.run_dir = options.logdir or runs.default_run_dir()
-        if self.job is not None:  # rank 0's (a default one holds the time)
-            self.run_dir = self.job.collectives.broadcast_text(self.run_dir)
         try:
             taken = self.writes and not self._default_dir and (
                 runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML))
