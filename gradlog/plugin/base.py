@@ -101,6 +101,13 @@ def check_plugin_class(cls: type) -> None:
                     f"not provide (it provides: {', '.join(accepted)})")
 
 
+def run_first(method: Any) -> bool:
+    """Whether ``method``'s first parameter is ``run`` and may be passed by position."""
+    first = next(iter(inspect.signature(method).parameters.values()), None)
+    return first is not None and first.name == "run" and first.kind in (
+        first.POSITIONAL_ONLY, first.POSITIONAL_OR_KEYWORD)
+
+
 def event_kwargs(method: Any, event: str) -> tuple[str, ...] | None:
     """The argument names ``method`` accepts for ``event`` (None: it takes ``**kwargs``)."""
     params = inspect.signature(method).parameters

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .base import EVENTS, event_kwargs
+from .base import EVENTS, event_kwargs, run_first
 from .policy import FailurePolicy, invoke
 
 __all__ = ["Slot", "Dispatcher", "Replacements"]
@@ -37,14 +37,17 @@ class Slot:
         self.drawing: Any = None  # the generator object to draw from inside its internal pass
         self.view: Any = None
         # event: (method, the names it takes besides ``run`` or None for **kwargs, whether
-        # it takes ``run``), worked out once: an event is fired several times a step
-        self.methods: dict[str, tuple[Any, tuple[str, ...] | None, bool]] = {}
+        # it takes ``run``, whether ``run`` is all it takes, as its first positional
+        # parameter), worked out once: an event is fired several times a step, and a
+        # positional call is the cheapest one
+        self.methods: dict[str, tuple[Any, tuple[str, ...] | None, bool, bool]] = {}
         for event in EVENTS:
             method = getattr(plugin, event, None)
             if method is not None:
                 names = event_kwargs(method, event)
                 others = None if names is None else tuple(n for n in names if n != "run")
-                self.methods[event] = (method, others, names is None or "run" in names)
+                self.methods[event] = (method, others, names is None or "run" in names,
+                                       others == () and run_first(method))
 
     @property
     def rng(self) -> Any:
@@ -117,7 +120,9 @@ class Dispatcher:
         entry = slot.methods.get(event)
         if entry is None or not (slot.enabled or disabled_too):
             return None
-        method, others, takes_run = entry
+        method, others, takes_run, only_run = entry
+        if only_run:  # (most events: the method takes the run and nothing else)
+            return invoke(slot, event, method, (slot.view,), policy=policy or self.policy)
         if others is None:
             args = {**kwargs, "run": slot.view}
         else:
