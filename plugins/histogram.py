@@ -161,9 +161,9 @@ class Histogram(Plugin):
         self._before.clear()
         if not self._is_due(run):
             return
-        if "weight" in self._kinds:  # the weights this batch is computed with
-            for n, p in self._param_list:
-                run.log_histogram(f"histogram/weight/{n}", p, bins=self.options.bins)
+        if "weight" in self._kinds:  # the weights this batch is computed with (one event)
+            run.log_histograms({f"histogram/weight/{n}": p for n, p in self._param_list},
+                               bins=self.options.bins)
         if self._module_list:
             self._attach_activation_hooks(run)
 
@@ -179,24 +179,30 @@ class Histogram(Plugin):
     def on_before_optimizer_step(self, run: Any) -> None:
         if not self._is_due(run):
             return
+        final: dict[str, np.ndarray] = {}
+        both: dict[str, tuple[str]] = {}
         for n, p in self._param_list:
             if p.grad is None:
                 continue
             if "grad" in self._kinds:
-                self._log_final_grad(run, n, run.engine.to_numpy(p.grad))
+                tag = f"histogram/grad/{n}"
+                final[tag], same = self._final_grad(n, run.engine.to_numpy(p.grad))
+                if same:
+                    both[tag] = (f"histogram/grad_raw/{n}",)
             if "update_ratio" in self._kinds:
                 self._before[n] = np.array(run.engine.to_numpy(p))
+        if final:  # (the plugin's own arrays, handed over: one event)
+            run.log_histograms(final, bins=self.options.bins, also_tags=both, copy=False)
 
-    def _log_final_grad(self, run: Any, name: str, grad: np.ndarray) -> None:
-        # Unless a mutator (or the user's loop) changed it, the final gradient is the raw one,
-        # bit for bit: then one histogram is computed and written under both tags.
+    def _final_grad(self, name: str, grad: np.ndarray) -> tuple[np.ndarray, bool]:
+        """The array to log as the final gradient, and whether it is the raw one: unless a
+        mutator (or the user's loop) changed it, it is, bit for bit, and one histogram is
+        then computed and written under both tags."""
         raw = self._raw.get(name)
         if raw is not None and _same_bits(raw, grad):
             del self._raw[name]
-            run.log_histogram(f"histogram/grad/{name}", raw, bins=self.options.bins,
-                              also_tags=(f"histogram/grad_raw/{name}",), copy=False)
-        else:
-            run.log_histogram(f"histogram/grad/{name}", grad, bins=self.options.bins)
+            return raw, True
+        return np.array(grad), False
 
     def on_after_optimizer_step(self, run: Any) -> None:
         # Fired on every step, also one that nan-guard skipped (there the raw gradients, NaN
@@ -224,13 +230,11 @@ class Histogram(Plugin):
         if not (self._raw or self._local_raw):  # (most steps: nothing was taken)
             return
         raw, self._raw = self._raw, {}
-        for n, grad in raw.items():  # (the plugin's own snapshots, handed over)
-            run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins,
-                              copy=False)
         local, self._local_raw = self._local_raw, {}
-        for n, grad in local.items():
-            run.log_histogram(f"histogram/grad_raw/{n}", grad, bins=self.options.bins,
-                              copy=False, per_rank=True)
+        for snapshots, per_rank in ((raw, False), (local, True)):
+            if snapshots:  # (the plugin's own snapshots, handed over: one event)
+                run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in snapshots.items()},
+                                   bins=self.options.bins, copy=False, per_rank=per_rank)
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)

@@ -194,14 +194,27 @@ class Run:
         tag). ``copy=False``: ``values`` is an array the caller made for this call and never
         changes, which gradlog's writer then reads without copying it. ``per_rank=True``
         writes this rank's histogram into its ``rank<k>/`` sub-run."""
+        self.log_histograms({tag: values}, step, bins, also_tags={tag: also_tags},
+                            copy=copy, per_rank=per_rank)
+
+    def log_histograms(self, tag_values: dict, step: int | None = None,
+                       bins: Any = "tensorflow", *, also_tags: dict | None = None,
+                       copy: bool = True, per_rank: bool = False) -> None:
+        """Log several histograms (``{tag: values}``) at ``step``, as :meth:`log_histogram`
+        does each (``also_tags`` maps a tag to its extra tags). gradlog's writer writes them
+        as one event, queued as one call for its background thread (a logging step then
+        waits less for it); another writer gets a call per tag."""
         writer = self._ranks.target(per_rank)
-        if writer is None:
+        if writer is None or not tag_values:
             return
-        array, step = self.engine.to_numpy(values), self.step if step is None else step
+        arrays = {tag: self.engine.to_numpy(v) for tag, v in tag_values.items()}
+        step = self.step if step is None else step
+        extra = {t: tuple(more) for t, more in (also_tags or {}).items() if more}
         if _is_gradlog_writer(writer):
-            writer.add_histogram(tag, array, step, bins=bins, also_tags=also_tags, copy=copy)
-        else:
-            for each in (tag, *also_tags):
+            writer.add_histograms(arrays, step, bins=bins, also_tags=extra, copy=copy)
+            return
+        for tag, array in arrays.items():
+            for each in (tag, *extra.get(tag, ())):
                 writer.add_histogram(each, array, step, bins=bins)
 
     def log_scalar_from(self, tag: str, function: Callable[..., Any], values: tuple,

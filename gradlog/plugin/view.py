@@ -63,6 +63,13 @@ class PluginRun:
         self._charged(self._run.log_histogram, tag, values, step, bins=bins,
                       also_tags=also_tags, copy=copy, per_rank=per_rank)
 
+    def log_histograms(self, tag_values: dict, step: int | None = None,
+                       bins: Any = "tensorflow", *, also_tags: dict | None = None,
+                       copy: bool = True, per_rank: bool = False) -> None:
+        """See ``Run.log_histograms``: several histograms as one event."""
+        self._charged(self._run.log_histograms, tag_values, step, bins=bins,
+                      also_tags=also_tags, copy=copy, per_rank=per_rank)
+
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW", *, per_rank: bool = False) -> None:
         self._charged(self._run.log_image, tag, image, step, dataformats=dataformats,

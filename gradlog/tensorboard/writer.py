@@ -235,32 +235,58 @@ class SummaryWriter:
         issued where the histogram is computed: with ``background``, on the writer's thread,
         by ``flush()`` at the latest).
         """
-        tags = (clean_tag(tag), *(clean_tag(t) for t in also_tags))
-        array = to_numpy(values)
-        check_arguments(array, bins, max_bins)
+        self.add_histograms({tag: values}, global_step, bins, walltime, max_bins,
+                            also_tags={tag: also_tags} if also_tags else None, copy=copy)
+
+    def add_histograms(self, tag_values: dict, global_step=None, bins="tensorflow",
+                       walltime=None, max_bins: int | None = None, *,
+                       also_tags: dict | None = None, copy: bool = True) -> None:
+        """Log several histograms at one step as one event (``{tag: values}``), e.g. every
+        layer's weights: one record in the file and one call for the background thread, so
+        a logging step that would queue a call per tensor waits less for the thread.
+
+        ``also_tags`` maps a tag to more tags for the same histogram; ``bins``, ``max_bins``
+        and ``copy`` apply to every tensor and mean what they do in :meth:`add_histogram`.
+        """
+        extra = also_tags or {}
+        unknown = sorted(set(extra) - set(tag_values))
+        if unknown:
+            raise ValueError(f"add_histograms: also_tags names tags that are not logged: "
+                             f"{unknown}")
         if not isinstance(bins, (str, int)):
             bins = np.array(bins, dtype=np.float64)  # the caller may change its list
-        if copy:
-            array = self._copy(array)
+        entries, nbytes = [], 0
+        for tag, values in tag_values.items():
+            array = to_numpy(values)
+            check_arguments(array, bins, max_bins)
+            if copy:
+                array = self._copy(array)
+            tags = (clean_tag(tag), *(clean_tag(t) for t in extra.get(tag, ())))
+            entries.append((tags, array))
+            nbytes += array.nbytes
+        if not entries:
+            return
+        what = f"add_histogram({entries[0][0][0]!r})" if len(entries) == 1 else \
+            f"add_histograms({entries[0][0][0]!r}, ... {len(entries)} tensors)"
         self._get_file_writer().add_summary_later(
-            self._histogram_summary, (tags, array, bins, max_bins), global_step, walltime,
-            array.nbytes, f"add_histogram({tags[0]!r})")
+            self._histograms_summary, (entries, bins, max_bins), global_step, walltime,
+            nbytes, what)
 
-    def _histogram_summary(self, tags: tuple[str, ...], values: np.ndarray, bins,
-                           max_bins) -> Summary:
+    def _histograms_summary(self, entries: list, bins, max_bins) -> Summary:
         # (on the background thread, in call order: the tags' non-finite state is its own)
-        proto, nonfinite = histogram_proto(values, bins, max_bins)
         summary = Summary()
-        for tag in tags:
-            if proto is not None:
-                summary.value.add(tag=tag, histo=proto)
-            if nonfinite and tag not in self._nonfinite_tags:
-                self._nonfinite_tags.add(tag)
-                warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left out "
-                              f"of the histogram; their count is logged as "
-                              f"{tag + '/nonfinite'!r}", RuntimeWarning, stacklevel=2)
-            if tag in self._nonfinite_tags:
-                summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
+        for tags, values in entries:
+            proto, nonfinite = histogram_proto(values, bins, max_bins)
+            for tag in tags:
+                if proto is not None:
+                    summary.value.add(tag=tag, histo=proto)
+                if nonfinite and tag not in self._nonfinite_tags:
+                    self._nonfinite_tags.add(tag)
+                    warnings.warn(f"add_histogram({tag!r}): {nonfinite} non-finite values left "
+                                  f"out of the histogram; their count is logged as "
+                                  f"{tag + '/nonfinite'!r}", RuntimeWarning, stacklevel=2)
+                if tag in self._nonfinite_tags:
+                    summary.value.add(tag=tag + "/nonfinite", simple_value=nonfinite)
         return summary
 
     def add_histogram_raw(self, tag: str, min, max, num, sum, sum_squares, bucket_limits,

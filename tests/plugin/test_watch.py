@@ -250,3 +250,15 @@ def test_draws_on_run_rng_inside_an_internal_pass_advance_the_plugin_stream():
     with gl.watch(model2, opt2, writer=MemoryWriter()) as run2:
         user_loop(run2, model2, opt2, make_batches(3))
         np.testing.assert_array_equal(gl.rand(2).numpy(), after)  # global stream untouched
+
+
+def test_log_histograms_reaches_another_writer_as_one_call_per_tag():
+    model, opt = setup_model()
+    writer = MemoryWriter()
+    with gl.watch(model, opt, writer=writer) as run:
+        run.log_histograms({"h/a": gl.tensor([1.0, 2.0]), "h/b": np.array([3.0])}, step=4,
+                           also_tags={"h/a": ("h/a2",)})
+        run.log_histograms({}, step=5)
+    logged = [(tag, step, list(v)) for kind, tag, step, v in writer.records
+              if kind == "histogram"]
+    assert logged == [("h/a", 4, [1.0, 2.0]), ("h/a2", 4, [1.0, 2.0]), ("h/b", 4, [3.0])]

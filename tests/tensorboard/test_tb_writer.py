@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 from PIL import Image
-from tb_helpers import event_files, run_python, scalar_points
+from tb_helpers import event_files, read_events, run_python, scalar_points
 from tensorboard.backend.event_processing import event_accumulator as legacy
 from tensorboard.backend.event_processing import plugin_event_accumulator as plugin
 from tensorboard.plugins.hparams import metadata as hp_metadata
@@ -131,6 +131,53 @@ def test_one_histogram_under_several_tags_is_each_tags_histogram(log_dir):
     assert [h.step for h in accumulator.Histograms("b")] == [4, 5]
     with pytest.raises(TypeError, match="a tag must be a str"):
         SummaryWriter(log_dir).add_histogram("a", values, also_tags=(1,))
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_add_histograms_writes_one_event_equal_to_separate_calls(tmp_path, background):
+    rng = np.random.default_rng(3)
+    values = {"w/a": rng.standard_normal(1000).astype(np.float32),
+              "w/b": gl.tensor(rng.standard_normal((5, 7))),
+              "w/c": np.array([1.0, np.nan, -2.0])}
+    together, apart = str(tmp_path / "together"), str(tmp_path / "apart")
+    with SummaryWriter(together, background=background) as writer, \
+            pytest.warns(RuntimeWarning, match="'w/c'"):
+        writer.add_histograms(values, 3, also_tags={"w/a": ("v/a",)})
+        writer.flush()
+    with SummaryWriter(apart, background=background) as writer, \
+            pytest.warns(RuntimeWarning, match="'w/c'"):
+        writer.add_histogram("w/a", values["w/a"], 3, also_tags=("v/a",))
+        writer.add_histogram("w/b", values["w/b"], 3)
+        writer.add_histogram("w/c", values["w/c"], 3)
+        writer.flush()
+    (event,) = [e for e in read_events(together) if e.summary.value]
+    assert event.step == 3
+    assert [v.tag for v in event.summary.value] == ["w/a", "v/a", "w/b", "w/c", "w/c/nonfinite"]
+    by_tag = {v.tag: v for v in event.summary.value}
+    alone = [v for e in read_events(apart) for v in e.summary.value]
+    assert len(alone) == 5
+    for v in alone:  # the same histograms (and non-finite count) as the separate calls
+        assert by_tag[v.tag].SerializeToString() == v.SerializeToString()
+    assert by_tag["w/a"].histo.num == 1000 and by_tag["w/c/nonfinite"].simple_value == 1
+
+
+def test_add_histograms_is_one_call_for_the_background_thread(log_dir):
+    with SummaryWriter(log_dir, max_queue=2) as writer:
+        arrays = {f"t{i}": np.arange(10.0) for i in range(6)}
+        writer.add_histograms(arrays, 0)
+        writer.add_histograms(arrays, 1)
+        assert writer.queue_waits == 0  # two calls fit a queue of two
+    assert [h.step for h in accumulate(log_dir).Histograms("t5")] == [0, 1]
+
+
+def test_add_histograms_checks_every_tensor_and_its_also_tags(log_dir):
+    with SummaryWriter(log_dir) as writer:
+        with pytest.raises(ValueError, match=r"also_tags names tags that are not logged: \['b'\]"):
+            writer.add_histograms({"a": np.ones(3)}, 0, also_tags={"b": ("c",)})
+        with pytest.raises(ValueError):
+            writer.add_histograms({"a": np.ones(3), "b": np.ones(3)}, 0, bins=[2.0, 1.0])
+        writer.add_histograms({}, 0)  # nothing to log: no event
+    assert not [e for e in read_events(log_dir) if e.summary.value]
 
 
 def test_histogram_raw_drops_empty_end_buckets(log_dir):
