@@ -76,6 +76,10 @@ def _update_ratio(before: np.ndarray, after: np.ndarray) -> float | None:
     return None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
 
 
+def _update_ratios(befores: list, *afters: np.ndarray) -> list[float | None]:
+    return [_update_ratio(before, after) for before, after in zip(befores, afters)]
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` hold the same values bit for bit (NaN payloads and the sign of
     zero included), so that their histograms are the same."""
@@ -126,6 +130,7 @@ class Histogram(Plugin):
         self._raw: dict[str, np.ndarray] = {}
         self._local_raw: dict[str, np.ndarray] = {}  # per_rank
         self._before: dict[str, np.ndarray] = {}
+        self._acts: dict[str, np.ndarray] = {}  # this step's activations, until logged
         self._act_handles: list = []
 
     # -- selection --------------------------------------------------------------------------
@@ -211,11 +216,12 @@ class Histogram(Plugin):
         if not self._before:
             return
         params = dict(self._param_list)
-        for n, before in self._before.items():  # (computed on the writer's thread)
-            # ``before`` is this plugin's own snapshot, bound to the function: only the
-            # updated parameter is copied for the writer's thread.
-            run.log_scalar_from(f"histogram/update_ratio/{n}",
-                                functools.partial(_update_ratio, before), (params[n],))
+        names = list(self._before)
+        # (one event, computed on the writer's thread) the snapshots before the step are this
+        # plugin's own, bound to the function: only the updated parameters are copied for it
+        run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
+                             functools.partial(_update_ratios, [self._before[n] for n in names]),
+                             tuple(params[n] for n in names))
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:
@@ -248,17 +254,26 @@ class Histogram(Plugin):
         handles, self._act_handles = self._act_handles, []
         for h in handles:
             run.hooks.remove(h)
+        self._log_activations(run)
 
     def _activation_hook(self, run: Any, name: str) -> Any:
         tag = f"histogram/activation/{name}"
-        bins, per_rank = self.options.bins, self.options.per_rank
 
         def hook(module: Any, args: Any, output: Any) -> None:
             if run.phase == "train" and not isinstance(output, (tuple, list, dict)):
-                run.log_histogram(tag, output, bins=bins)
-                if per_rank:
-                    run.log_histogram(tag, output, bins=bins, per_rank=True)
+                if tag in self._acts:  # the module ran again in this step: an event each time
+                    self._log_activations(run)
+                self._acts[tag] = np.array(run.engine.to_numpy(output))
         return hook
+
+    def _log_activations(self, run: Any) -> None:
+        """The step's activations so far, as one event (the plugin's own copies, handed
+        over)."""
+        acts, self._acts = self._acts, {}
+        if acts:
+            run.log_histograms(acts, bins=self.options.bins, copy=False)
+            if self.options.per_rank:
+                run.log_histograms(acts, bins=self.options.bins, copy=False, per_rank=True)
 
     def state_dict(self) -> dict:
         return {}

@@ -271,3 +271,31 @@ def test_cli_spec_and_show():
     assert "Histograms of weights" in text and "update_ratio" in text
     for option in ("every", "include", "exclude", "kinds", "bins"):
         assert f"  {option} (" in text
+
+
+def test_a_module_run_twice_in_a_step_logs_each_of_its_activations(lib):
+    lib.manual_seed(0)
+
+    class Twice(lib.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = lib.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.lin(self.lin(x))
+
+    model = Twice()
+    opt = lib.optim.SGD(model.parameters(), lr=0.1)
+    outputs, writer = [], MemoryWriter()
+    model.lin.register_forward_hook(lambda m, a, o: outputs.append(np.array(o.detach().numpy())))
+    with gl.watch(model, opt, plugins=[Histogram(every=1, kinds=["activation"])],
+                  writer=writer, strict=True):
+        for _ in range(2):
+            opt.zero_grad()
+            model(lib.randn(4, 3)).sum().backward()
+            opt.step()
+    logged = [(step, v) for _, tag, step, v in writer.records
+              if tag == "histogram/activation/lin"]
+    assert [step for step, _ in logged] == [0, 0, 1, 1]
+    for (_, values), out in zip(logged, outputs, strict=True):
+        np.testing.assert_array_equal(values, out.reshape(-1).astype(np.float64))
