@@ -4,6 +4,7 @@ appended file of an appendable filesystem, the resume seam, bounded retries, the
 
 from __future__ import annotations
 
+import itertools
 import os
 import uuid
 
@@ -13,12 +14,14 @@ fsspec = pytest.importorskip("fsspec")
 
 from click.testing import CliRunner  # noqa: E402
 from remote_helpers import events_of, scalar_series  # noqa: E402
+from tensorboard.compat.proto.event_pb2 import Event  # noqa: E402
+from tensorboard.compat.proto.summary_pb2 import Summary  # noqa: E402
 
 from gradlog import runs  # noqa: E402
 from gradlog.cli import main  # noqa: E402
 from gradlog.tensorboard import SummaryWriter, storage  # noqa: E402
-from gradlog.tensorboard.event_file import EventFileWriter  # noqa: E402
 from gradlog.tensorboard.reader import check_file  # noqa: E402
+from gradlog.tensorboard.record import frame  # noqa: E402
 
 
 @pytest.fixture
@@ -83,17 +86,18 @@ def test_an_appendable_filesystem_keeps_one_file_appended_at_each_flush(memory_u
 
 
 def _segments(url, spool, max_age=60.0, max_bytes=storage.SEGMENT_BYTES):
-    writer = EventFileWriter.__new__(EventFileWriter)  # only for its naming and header
-    writer._suffix, writer._last_name = "", ""
-    return storage.Segments(url, writer._new_name, EventFileWriter._header, max_age,
-                            max_bytes, spool=str(spool))
+    # Segments is given its naming and its header by the writer: here, names in increasing
+    # order and a version record, as the writer's
+    names = (f"events.out.tfevents.{1_000_000_000 + i:010d}.test" for i in itertools.count())
+    return storage.Segments(url, lambda: next(names), _header, max_age, max_bytes,
+                            spool=str(spool))
+
+
+def _header() -> bytes:
+    return frame(Event(wall_time=1.0e9, file_version="brain.Event:2").SerializeToString())
 
 
 def _record(step: int, value: float) -> bytes:
-    from tensorboard.compat.proto.event_pb2 import Event
-    from tensorboard.compat.proto.summary_pb2 import Summary
-
-    from gradlog.tensorboard.record import frame
     event = Event(step=step, wall_time=1.0e9 + step,
                   summary=Summary(value=[Summary.Value(tag="x", simple_value=value)]))
     return frame(event.SerializeToString())
@@ -101,7 +105,7 @@ def _record(step: int, value: float) -> bytes:
 
 def test_segments_are_complete_event_files_named_in_writing_order(memory_url, tmp_path):
     segments = _segments(memory_url, tmp_path / "spool", max_bytes=600)
-    segments.append(EventFileWriter._header(0))
+    segments.append(_header())
     for step in range(40):
         segments.append(_record(step, float(step)))  # ~50 bytes each: a segment per ~12
         segments.upload_ready()
@@ -124,7 +128,7 @@ def test_segments_are_complete_event_files_named_in_writing_order(memory_url, tm
 def test_a_segment_closes_when_it_is_max_age_seconds_old(memory_url, tmp_path):
     segments = _segments(memory_url, tmp_path / "spool", max_age=30.0)
     assert segments.due() is None  # nothing open
-    segments.append(EventFileWriter._header(0))
+    segments.append(_header())
     opened = segments.due() - 30.0
     segments.append(_record(0, 1.0))
     assert segments.due() == pytest.approx(opened + 30.0)  # the age counts from the opening
@@ -136,7 +140,7 @@ def test_a_segment_closes_when_it_is_max_age_seconds_old(memory_url, tmp_path):
 
 def test_positions_name_the_segments_holding_a_step_or_later(memory_url, tmp_path):
     segments = _segments(memory_url, tmp_path / "spool")
-    segments.append(EventFileWriter._header(0))
+    segments.append(_header())
     for step in range(5):
         segments.append(_record(step, 0.0))
     segments.close_segment()
