@@ -21,8 +21,6 @@ from .errors import CONTROL_FLOW, PluginError
 
 __all__ = ["FailurePolicy", "invoke", "warn"]
 
-_clock = time.perf_counter
-
 
 def warn(message: str) -> None:
     """The default way a failure is said: a ``RuntimeWarning``."""
@@ -85,14 +83,14 @@ def invoke(slot: Any, where: str, fn: Callable[..., Any], args: tuple = (),
     """Call ``fn(*args, **kwargs)``, one of ``slot``'s plugin's methods or hooks, under
     ``policy``; returns its result, or None when it failed. Control flow (``SkipStep``,
     ``StopTraining``, ``PluginAbort``) propagates, except under a warn-only policy."""
-    start = _clock()
+    start = time.perf_counter()
     try:
         result = fn(*args, **kwargs) if kwargs else fn(*args)
     except Exception as exc:  # noqa: BLE001  (the policy decides; control flow goes through)
         policy.failed(slot, where, exc)
         return None
     finally:
-        slot.seconds += _clock() - start
+        slot.seconds += time.perf_counter() - start
     if result is not None and slot.kind == "observer":
         policy.failed(slot, where, TypeError(
             f"an observer's {where} must return None, got {type(result).__name__}"))
