@@ -123,6 +123,9 @@ class GradNorm(Plugin):
     def _is_due(self, run: Any) -> bool:
         return run.step % self.options.every == 0
 
+    def batch_events_every(self) -> int:
+        return self.options.every  # (a logging step measures and logs within itself)
+
     def _measure(self, run: Any) -> dict[str, float]:
         p = self.options.norm_type
         return self._combined({i: _norm(run.engine.to_numpy(param.grad), p)
@@ -146,11 +149,11 @@ class GradNorm(Plugin):
 
     def on_after_backward(self, run: Any) -> None:
         # Kept until the step: with gradient accumulation a later backward replaces it.
-        if self.options.source == "raw" and self._is_due(run):
+        if self.options.source == "raw":
             self._pending = self._measure(run)
 
     def on_before_optimizer_step(self, run: Any) -> None:
-        if self.options.source == "final" and self._is_due(run):
+        if self.options.source == "final":
             self._emit(run, self._measure(run))
 
     def on_after_optimizer_step(self, run: Any) -> None:

@@ -227,13 +227,16 @@ class GradCAM(Plugin):
             self._notice(run, "no-layer", "gradcam: the model has no Conv2d and no layer= was "
                          "given; no maps will be logged")
 
+    def batch_events_every(self) -> int:
+        return self.options.every
+
     # -- events --------------------------------------------------------------------------
     def on_train_start(self, run: Any) -> None:
         if run.step == 0:  # the untrained model's maps (a resumed run has logged them)
             self._probe(run, scores=self.options.discrimination == "every")
 
     def on_batch_end(self, run: Any) -> None:
-        if run.step % self.options.every == 0 and run.step != self._probed_at:
+        if run.step != self._probed_at:  # (a step of every N: batch_events_every)
             self._probe(run, scores=self.options.discrimination == "every")
 
     def on_epoch_end(self, run: Any) -> None:

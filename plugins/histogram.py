@@ -155,13 +155,14 @@ class Histogram(Plugin):
     def _is_due(self, run: Any) -> bool:
         return run.step % self.options.every == 0
 
-    # -- events -----------------------------------------------------------------------------
+    def batch_events_every(self) -> int:
+        return self.options.every  # (each logging step starts and ends its own state)
+
+    # -- events (on the logging steps only) -------------------------------------------------
     def on_batch_start(self, run: Any) -> None:
         self._raw.clear()
         self._local_raw.clear()
         self._before.clear()
-        if not self._is_due(run):
-            return
         if "weight" in self._kinds:  # the weights this batch is computed with (one event)
             run.log_histograms({f"histogram/weight/{n}": p for n, p in self._param_list},
                                bins=self.options.bins)
@@ -170,7 +171,7 @@ class Histogram(Plugin):
 
     def on_after_backward(self, run: Any) -> None:
         self._detach_activation_hooks(run)
-        if not ("grad_raw" in self._kinds and self._is_due(run)):
+        if "grad_raw" not in self._kinds:
             return
         # Copied: a mutator may change .grad in place before the step. With gradient
         # accumulation a later backward replaces this snapshot, so the step's total is kept.
@@ -178,8 +179,6 @@ class Histogram(Plugin):
                      if p.grad is not None}
 
     def on_before_optimizer_step(self, run: Any) -> None:
-        if not self._is_due(run):
-            return
         final: dict[str, np.ndarray] = {}
         both: dict[str, tuple[str]] = {}
         for n, p in self._param_list:

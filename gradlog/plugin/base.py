@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from .errors import PluginConfigError
 from .options import validate_options
 
-__all__ = ["Plugin", "EVENTS", "API_VERSION"]
+__all__ = ["Plugin", "EVENTS", "BATCH_EVENTS", "API_VERSION"]
 
 API_VERSION = 1
 
@@ -28,6 +28,10 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "on_exception": ("run", "error"),
 }
 LIFECYCLE = ("setup", "teardown")
+# the events of one batch, all fired at the same ``run.step``: what ``batch_events_every``
+# thins out
+BATCH_EVENTS = ("on_batch_start", "on_after_backward", "on_before_optimizer_step",
+                "on_after_optimizer_step", "on_batch_end")
 
 
 class Plugin:
@@ -41,6 +45,7 @@ class Plugin:
 
     Every event method is optional and called with keyword arguments (``run`` plus the
     event's own, e.g. ``metrics``); a method receives only the arguments it declares.
+    A plugin that only works every N steps says so with ``batch_events_every``.
     """
 
     name: ClassVar[str] = ""
@@ -59,6 +64,14 @@ class Plugin:
 
     def teardown(self, run: Any) -> None:
         """Release resources; the framework has already removed this plugin's hooks."""
+
+    def batch_events_every(self) -> int:
+        """N: the batch events (``on_batch_start`` to ``on_batch_end``) reach this plugin on
+        steps 0, N, 2N, ... only. Asked once, when the run is made. Default 1, every step. A
+        plugin that logs every N steps and keeps no per-step state returns N: it then costs
+        nothing on the other steps (and the run attaches no end-of-backward hooks for them
+        when no other plugin needs ``on_after_backward``). Its own hooks still fire."""
+        return 1
 
     def state_dict(self) -> dict:
         """State to keep in checkpoints (counters, windows); restored on ``--resume``."""

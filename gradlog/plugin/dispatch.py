@@ -2,7 +2,8 @@
 ``invoke`` under the run's failure policy (see ``policy.py``).
 
 Order is ``(plugin.order, enabling index)``. Each plugin receives its own view of the run as
-``run`` (``view.py``).
+``run`` (``view.py``). A batch event reaches a plugin only on the steps its
+``batch_events_every()`` asks for; the run says when the step moves on (``at_step``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .base import EVENTS, event_kwargs, run_first
+from .base import BATCH_EVENTS, EVENTS, event_kwargs, run_first
+from .errors import PluginConfigError
 from .policy import FailurePolicy, invoke
 
 __all__ = ["Slot", "Dispatcher", "Replacements"]
@@ -36,6 +38,10 @@ class Slot:
         self.generator: Any = None
         self.drawing: Any = None  # the generator object to draw from inside its internal pass
         self.view: Any = None
+        self.every = plugin.batch_events_every()
+        if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
+            raise PluginConfigError(f"plugin '{self.name}': batch_events_every() must return "
+                                    f"an int >= 1, got {self.every!r}")
         # event: (method, the names it takes besides ``run`` or None for **kwargs, whether
         # it takes ``run``, whether ``run`` is all it takes, as its first positional
         # parameter), worked out once: an event is fired several times a step, and a
@@ -108,10 +114,29 @@ class Dispatcher:
         self.replacements = replacements
         self.is_tensor = is_tensor
         self._listeners = {e: [s for s in self.slots if e in s.methods] for e in EVENTS}
+        self._periodic = [s for s in self.slots if s.every > 1]
+        self._due: tuple[bool, ...] | None = None  # which periodic slots are due now
+        self._now = dict(self._listeners)  # event -> the slots it reaches at this step
+        self.at_step(0)
+
+    def at_step(self, step: int) -> None:
+        """The run is at ``step`` now: a periodic plugin's batch events reach it only if
+        ``step`` is a multiple of its ``every``."""
+        due = tuple(step % s.every == 0 for s in self._periodic)
+        if due == self._due:  # (most steps: the same plugins as the step before)
+            return
+        self._due = due
+        skipped = {s for s, d in zip(self._periodic, due) if not d}
+        for event in BATCH_EVENTS:
+            self._now[event] = [s for s in self._listeners[event] if s not in skipped]
 
     def listens(self, *events: str) -> bool:
         """Whether an enabled plugin implements one of ``events``."""
         return any(s.enabled and e in s.methods for s in self.slots for e in events)
+
+    def listens_now(self, event: str) -> bool:
+        """Whether ``event`` reaches an enabled plugin at this step."""
+        return any(s.enabled for s in self._now[event])
 
     def call(self, slot: Slot, event: str, kwargs: dict, policy: FailurePolicy | None = None,
              *, disabled_too: bool = False) -> Any:
@@ -132,13 +157,13 @@ class Dispatcher:
         return invoke(slot, event, method, kwargs=args, policy=policy or self.policy)
 
     def fire(self, event: str, **kwargs: Any) -> None:
-        for slot in self._listeners[event]:
+        for slot in self._now[event]:
             if slot.enabled:
                 self.call(slot, event, kwargs)
 
     def fire_chain(self, event: str, key: str, value: Any, **kwargs: Any) -> Any:
         """Fire ``event``; a mutator may return a replacement for ``kwargs[key]``."""
-        for slot in self._listeners[event]:
+        for slot in self._now[event]:
             if not slot.enabled:
                 continue
             kwargs[key] = value

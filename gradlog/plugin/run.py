@@ -106,6 +106,7 @@ class Run:
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
         self._framework_handles: list = []
+        self._backward_end: Any = None  # the end-of-backward signal's handles, while attached
         self._in_batch = False
         self._stepped = False
         self._metrics: dict = {}
@@ -292,12 +293,24 @@ class Run:
             keep(self.optimizer.register_step_post_hook(self._on_step_post))
         else:
             self._warn_no_optimizer()
-        # Pay only for what is used: the end-of-backward signal costs a hook per parameter.
-        if self.optimizer is None or self._dispatcher.listens("on_after_backward"):
-            params = [p for p in self.model.parameters() if p.requires_grad]
-            keep(self.engine.on_backward_end(params, self._on_backward_end))
         if self._auto_batches:
             keep(self.model.register_forward_pre_hook(self._on_root_forward))
+        self._follow_step()
+
+    def _follow_step(self) -> None:
+        """Tell the dispatcher the step, and hold the end-of-backward signal only while it is
+        needed (a step without an optimizer ends with a backward; else, a plugin's
+        ``on_after_backward`` is due): it costs a hook call per parameter per backward."""
+        self._dispatcher.at_step(self.step)
+        if self._state != "running":
+            return
+        needed = self.optimizer is None or self._dispatcher.listens_now("on_after_backward")
+        if needed and self._backward_end is None:
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            self._backward_end = self.engine.on_backward_end(params, self._on_backward_end)
+        elif not needed and self._backward_end is not None:
+            self._backward_end.remove()
+            self._backward_end = None
 
     def _warn_no_optimizer(self) -> None:
         unused = [s.name for s in self._dispatcher.slots
@@ -350,10 +363,13 @@ class Run:
         for h in self._framework_handles:
             h.remove()
         self._framework_handles.clear()
+        if self._backward_end is not None:
+            self._backward_end.remove()
+            self._backward_end = None
 
     def handles_left(self) -> int:
         """How many hooks the plugins and the framework still hold (0 after the run)."""
-        return len(self._framework_handles) + sum(
+        return len(self._framework_handles) + (self._backward_end is not None) + sum(
             len(s.registrar) for s in self._dispatcher.slots if s.registrar is not None)
 
     # -- batches, epochs, validation -------------------------------------------------------
@@ -380,6 +396,7 @@ class Run:
             if self._telemetry_every and (self.step + 1) % self._telemetry_every == 0:
                 self._log_telemetry()
             self.step += 1
+            self._follow_step()
         self._stepped = False
 
     def batch(self, *batch: Any) -> Any:
@@ -501,6 +518,7 @@ class Run:
 
     def load_state_dict(self, state: dict) -> None:
         self.step = int(state["step"])
+        self._follow_step()
         self.epoch = int(state["epoch"])
         self.skipped_steps = int(state.get("skipped_steps", 0))
         for s in self._dispatcher.slots:

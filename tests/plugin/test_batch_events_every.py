@@ -1,0 +1,159 @@
+"""``Plugin.batch_events_every()``: a plugin that returns N hears the batch events on steps 0,
+N, 2N, ... only, every one of them on those steps, and the other events always; the run holds
+the end-of-backward signal only on steps where some plugin's ``on_after_backward`` is due."""
+
+from __future__ import annotations
+
+import pytest
+from plugin_helpers import cross_entropy, make_batches, setup_model, user_loop
+
+import gradlog as gl
+from gradlog.plugin import Plugin, PluginConfigError, Run
+from gradlog.testing import MemoryWriter
+
+BATCH = ["batch_start", "after_backward", "before_step", "after_step", "batch_end"]
+
+
+class Recorder(Plugin):
+    name = "recorder"
+
+    def __init__(self, every: int, name: str = "recorder") -> None:
+        super().__init__()
+        self.every = every
+        self.name = name
+        self.seen: list[tuple[str, int]] = []
+
+    def batch_events_every(self) -> int:
+        return self.every
+
+    def on_batch_start(self, run):
+        self.seen.append(("batch_start", run.step))
+
+    def on_after_backward(self, run):
+        self.seen.append(("after_backward", run.step))
+
+    def on_before_optimizer_step(self, run):
+        self.seen.append(("before_step", run.step))
+
+    def on_after_optimizer_step(self, run):
+        self.seen.append(("after_step", run.step))
+
+    def on_batch_end(self, run):
+        self.seen.append(("batch_end", run.step))
+
+    def on_epoch_end(self, run):
+        self.seen.append(("epoch_end", run.step))
+
+
+class BackwardOnly(Recorder):
+    """Listens to on_after_backward alone (what makes the run hold the signal)."""
+
+    on_batch_start = on_before_optimizer_step = on_after_optimizer_step = None
+    on_batch_end = on_epoch_end = None
+
+
+def _steps(seen, event):
+    return [step for e, step in seen if e == event]
+
+
+def test_batch_events_reach_the_plugin_on_its_steps_only():
+    model, opt = setup_model()
+    every3, always = Recorder(3), Recorder(1, name="always")
+    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[every3, always],
+                  strict=True) as run:
+        user_loop(run, model, opt, make_batches(7))
+        run.epoch_end()
+    for event in BATCH:
+        assert _steps(every3.seen, event) == [0, 3, 6], event
+        assert _steps(always.seen, event) == list(range(7)), event
+    assert _steps(every3.seen, "epoch_end") == [7]  # other events are not thinned out
+    # on a step it hears, the events come in their usual order
+    assert [e for e, s in every3.seen if s == 3] == BATCH
+
+
+def test_the_end_of_backward_signal_is_held_only_while_a_listener_is_due():
+    model, opt = setup_model()
+    plugin = BackwardOnly(2)
+    held = {}
+    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[plugin], strict=True) as run:
+        for x, y in make_batches(4):
+            x, y = run.batch(x, y)
+            held[run.step] = run.handles_left()
+            opt.zero_grad()
+            cross_entropy(model(x), y).backward()
+            opt.step()
+    assert _steps(plugin.seen, "after_backward") == [0, 2]
+    assert held[0] == held[2] == held[1] + 1 == held[3] + 1
+    assert run.handles_left() == 0
+
+
+def test_gradient_accumulation_hears_every_backward_of_its_steps():
+    model, opt = setup_model()
+    plugin = BackwardOnly(2)
+    batches = make_batches(8)
+    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[plugin], strict=True) as run:
+        for i in range(0, 8, 2):  # two micro-batches per optimizer step
+            opt.zero_grad()
+            for x, y in batches[i:i + 2]:
+                x, y = run.batch(x, y)
+                cross_entropy(model(x), y).backward()
+            opt.step()
+    assert _steps(plugin.seen, "after_backward") == [0, 0, 2, 2]
+
+
+def test_without_an_optimizer_every_backward_still_counts_as_a_step():
+    model, _ = setup_model()
+    plugin = BackwardOnly(2)
+    with pytest.warns(UserWarning, match="without an optimizer"):
+        run = gl.watch(model, writer=MemoryWriter(), plugins=[plugin], strict=True)
+    with run:
+        for x, y in make_batches(5):
+            cross_entropy(model(x), y).backward()
+    assert _steps(plugin.seen, "after_backward") == [0, 2, 4]
+    assert run.step == 5
+
+
+def test_a_resumed_run_hears_its_steps_from_the_restored_one():
+    model, opt = setup_model()
+    first = Run(model, opt, writer=MemoryWriter(), plugins=[Recorder(4)], strict=True)
+    state = {**first.state_dict(), "step": 3}
+    plugin = Recorder(4)
+    run = Run(model, opt, writer=MemoryWriter(), plugins=[plugin], strict=True)
+    run.load_state_dict(state)
+    with run:
+        user_loop(run, model, opt, make_batches(3))
+    assert _steps(plugin.seen, "batch_end") == [4]
+
+
+@pytest.mark.parametrize("value", [0, -2, 1.5, "2", True, None])
+def test_a_bad_period_is_a_configuration_error(value):
+    model, opt = setup_model()
+    with pytest.raises(PluginConfigError, match=rf"plugin 'recorder': batch_events_every\(\) "
+                       rf"must return an int >= 1, got {value!r}"):
+        Run(model, opt, writer=MemoryWriter(), plugins=[Recorder(value)])
+
+
+def test_on_torch_the_signal_comes_and_goes_with_the_due_steps():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    every3, always = BackwardOnly(3), BackwardOnly(1, name="always")
+    periodic_only = BackwardOnly(3, name="periodic")
+    x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
+    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[every3, always],
+                  strict=True) as run:
+        for _ in range(7):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert _steps(every3.seen, "after_backward") == [0, 3, 6]
+    assert _steps(always.seen, "after_backward") == list(range(7))
+    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[periodic_only],
+                  strict=True) as run:
+        for _ in range(7):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    assert _steps(periodic_only.seen, "after_backward") == [0, 3, 6]
+    assert run.handles_left() == 0
