@@ -76,6 +76,10 @@ def _update_ratio(before: np.ndarray, after: np.ndarray) -> float | None:
     return None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
 
 
+def _update_ratios(befores: list, *afters: np.ndarray) -> list[float | None]:
+    return [_update_ratio(before, after) for before, after in zip(befores, afters)]
+
+
 def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a`` and ``b`` hold the same values bit for bit (NaN payloads and the sign of
     zero included), so that their histograms are the same."""
@@ -211,12 +215,12 @@ class Histogram(Plugin):
         if not self._before:
             return
         params = dict(self._param_list)
-        for n, before in self._before.items():  # (computed on the writer's thread)
-            # ``before`` is this plugin's own snapshot, bound to the function: only the
-            # updated parameter is copied for the writer's thread. A call (an event) per
-            # parameter: the dashboard orders a module's parameters by their events' times.
-            run.log_scalar_from(f"histogram/update_ratio/{n}",
-                                functools.partial(_update_ratio, before), (params[n],))
+        names = list(self._before)
+        # (one event, computed on the writer's thread) the snapshots before the step are this
+        # plugin's own, bound to the function: only the updated parameters are copied for it
+        run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
+                             functools.partial(_update_ratios, [self._before[n] for n in names]),
+                             tuple(params[n] for n in names))
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:

@@ -1,10 +1,12 @@
 """Layers in model order.
 
-The authority is the model's repr, which ``gradlog train`` logs as the text ``model`` (PyTorch
-and gradlog print modules in registration order, children indented by two spaces). Without it
-(a run logged by ``gl.watch``), the plugins' own writing order stands in: each logging step they
-write the layers in ``named_modules()`` / ``named_parameters()`` order, so the wall times of one
-step's points sort the layers. Names break the remaining ties, numbers compared as numbers.
+The authority is the text ``model`` that ``gradlog train`` and ``gl.watch`` log: the model's
+repr (PyTorch and gradlog print modules in registration order, children indented by two
+spaces), then a table of its parameters in ``named_parameters()`` order (which puts a module's
+``weight`` before its ``bias``). Without it (a run of another writer), the plugins' own writing
+order stands in: each logging step they write the layers in ``named_modules()`` /
+``named_parameters()`` order, so the wall times of one step's points sort the layers. Names
+break the remaining ties, numbers compared as numbers.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import re
 _CHILD = re.compile(r"(?P<indent> *)\((?P<name>[^()\s]+)\): (?:\d+ x )?(?P<kind>\w+)")
 _ROOT = re.compile(r"(?P<kind>\w+)\(")
 _RANGE = re.compile(r"(?P<first>\d+)-(?P<last>\d+)")
+# a row of the parameter table: "| `features.0.weight` | (8, 1, 3, 3) | 72 | yes |"
+_PARAMETER_ROW = re.compile(r"\| `(?P<name>[^`]+)` \|")
 
 
 def modules(text: str) -> list[tuple[str, str]]:
@@ -40,6 +44,12 @@ def modules(text: str) -> list[tuple[str, str]]:
     return found
 
 
+def parameters(text: str) -> list[str]:
+    """The parameter names of the model text's table, in ``named_parameters()`` order (none
+    in a text without the table: a repr alone)."""
+    return [m["name"] for m in map(_PARAMETER_ROW.match, text.splitlines()) if m]
+
+
 def natural_key(name: str) -> tuple:
     """Sorts ``"2" < "10"`` and ``"conv2" < "conv10"``."""
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
@@ -58,14 +68,17 @@ def owning_module(layer: str, known) -> str:
     return name
 
 
-def model_order(layers, module_names: list[str] | None,
-                write_times: dict[str, float]) -> list[str]:
+def model_order(layers, module_names: list[str] | None, write_times: dict[str, float],
+                parameter_names: list[str] | None = None) -> list[str]:
     """``layers`` sorted by their module's place in ``module_names`` (when known), then by
+    their place in ``parameter_names`` (a parameter's layers; when known), then by
     ``write_times`` (seconds; missing ones last), then by name."""
     position = {name: i for i, name in enumerate(module_names or ())}
+    in_module = {name: i for i, name in enumerate(parameter_names or ())}
 
     def key(layer: str) -> tuple:
         place = position.get(owning_module(layer, position), 0)
-        return place, write_times.get(layer, math.inf), natural_key(layer)
+        return (place, in_module.get(layer, -1), write_times.get(layer, math.inf),
+                natural_key(layer))
 
     return sorted(layers, key=key)

@@ -24,11 +24,11 @@ from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
 from gradlog.dashboard.flow import Point, find_flags, heat_map, summarize, write_times
-from gradlog.dashboard.layers import model_order, modules, natural_key, owning_module
+from gradlog.dashboard.layers import model_order, modules, natural_key, owning_module, parameters
 from gradlog.dashboard.metrics import METRICS, layer_tags, metric_named
 
 PLUGIN_NAME = "gradient_flow"
-MODEL_TAG = "model/text_summary"   # the model's repr, as `gradlog train` logs it
+MODEL_TAG = "model/text_summary"   # the model text gradlog train and gl.watch log
 STATIC = {"index.js": "text/javascript", "heatmap.js": "text/javascript",
           "chart.js": "text/javascript", "host.js": "text/javascript", "style.css": "text/css"}
 DEFAULT_COLUMNS, MAX_COLUMNS = 300, 2000
@@ -108,9 +108,8 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
             run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags))
         return data.get(run, {})
 
-    def _model_modules(self, request, run: str) -> list[tuple[str, str]] | None:
-        """``(name, class)`` of the modules in order, from the run's ``model`` text; None
-        when the run has none."""
+    def _model_text(self, request, run: str) -> str | None:
+        """The run's ``model`` text (its repr, and its parameter table), or None."""
         data = self._provider.read_tensors(
             plugin_util.context(request.environ),
             experiment_id=plugin_util.experiment_id(request.environ), plugin_name="text",
@@ -119,7 +118,7 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
         if not points:
             return None
         text = points[-1].numpy.ravel()[0]
-        return modules(text.decode("utf-8") if isinstance(text, bytes) else str(text))
+        return text.decode("utf-8") if isinstance(text, bytes) else str(text)
 
     def _runs(self, request) -> list[str]:
         ctx = plugin_util.context(request.environ)
@@ -154,10 +153,11 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
         data = self._read(request, run, list(tags.values()))
         series = {layer: [Point(d.step, d.wall_time, d.value) for d in data.get(tag, ())]
                   for layer, tag in tags.items()}
-        model = self._model_modules(request, run)
+        text = self._model_text(request, run)
+        model = modules(text) if text is not None else None
         kinds = dict(model or ())
         order = model_order(series, [name for name, _ in model] if model else None,
-                            write_times(series))
+                            write_times(series), parameters(text) if text else None)
         body = heat_map(series, order, columns)
         flags = find_flags(series) if metric.flagged else {}
         rows = []

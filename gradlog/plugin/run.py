@@ -224,17 +224,23 @@ class Run:
         arrays; None logs nothing) at ``step``: gradlog's writer computes it on its background
         thread from copies, another writer at once. Not one of the loop's metrics (on several
         ranks, rank 0's)."""
+        self.log_scalars_from((tag,), lambda *arrays: (function(*arrays),), values, step)
+
+    def log_scalars_from(self, tags: Any, function: Callable[..., Any], values: tuple,
+                         step: int | None = None) -> None:
+        """As :meth:`log_scalar_from`, for ``function`` returning one number (or None) per tag
+        of ``tags``: gradlog's writer writes them as one event, one call for its thread."""
         writer = self.writer
         if writer is None:
             return
         arrays = tuple(self.engine.to_numpy(v) for v in values)
         step = self.step if step is None else step
         if _is_gradlog_writer(writer):
-            writer.add_scalar_from(tag, function, arrays, step)
+            writer.add_scalars_from(tags, function, arrays, step)
             return
-        value = function(*arrays)
-        if value is not None:
-            writer.add_scalar(tag, value, step)
+        for tag, value in zip(tags, function(*arrays), strict=True):
+            if value is not None:
+                writer.add_scalar(tag, value, step)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW", *, per_rank: bool = False) -> None:

@@ -57,6 +57,11 @@ class PluginRun:
                         step: int | None = None) -> None:
         self._charged(self._run.log_scalar_from, tag, function, values, step)
 
+    def log_scalars_from(self, tags: Any, function: Any, values: tuple,
+                         step: int | None = None) -> None:
+        """See ``Run.log_scalars_from``: several computed numbers as one event."""
+        self._charged(self._run.log_scalars_from, tags, function, values, step)
+
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
                       copy: bool = True, per_rank: bool = False) -> None:

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..engines import engine_for
 from .discovery import resolve_plugins
+from .model_text import MODEL_TEXT_TAG, model_text
 from .options import load_config
 from .ranks import rank_run_dir
 from .run import Run
@@ -34,9 +35,11 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         probe_sets: data for plugins that probe the model (e.g. Grad-CAM's fixed images).
         writer: an existing writer (default: a new ``SummaryWriter(logdir)``).
 
-    Returns the started ``Run``; use it as a context manager (leaving the block removes every
-    hook and closes the writer) or call ``run.close()``. The optimizer's steps, the end of each
-    backward pass and the model's forward calls drive the plugins' events; call
+    The run starts with the text ``model``: the model's repr and its parameters (what the
+    dashboard orders its layers by). Returns the started ``Run``; use it as a context manager
+    (leaving the block removes every hook and closes the writer) or call ``run.close()``. The
+    optimizer's steps, the end of each backward pass and the model's forward calls drive the
+    plugins' events; call
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
@@ -66,4 +69,5 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         if owns and writer is not None:
             writer.close()
         raise
+    run.log_text(MODEL_TEXT_TAG, model_text(run.model), run.step)
     return run

@@ -40,9 +40,22 @@ from .worker import BackgroundWorker
 __all__ = ["SummaryWriter"]
 
 
-def _computed_scalar(tag: str, function, arrays: tuple) -> Summary | None:
-    value = function(*arrays)
-    return None if value is None else _summary.scalar(tag, to_float(value))
+def _computed_scalars(tags: tuple[str, ...], function, arrays: tuple) -> Summary | None:
+    values = tuple(function(*arrays))
+    if len(values) != len(tags):
+        raise ValueError(f"add_scalars_from: the function returned {len(values)} values for "
+                         f"{len(tags)} tags")
+    summary = Summary()
+    for tag, value in zip(tags, values):
+        if value is not None:  # None logs nothing
+            summary.value.add(tag=tag, simple_value=to_float(value))
+    return summary if summary.value else None
+
+
+def _one(function):
+    """``function``'s number as a sequence of one (``add_scalar_from`` through
+    ``add_scalars_from``)."""
+    return lambda *arrays: (function(*arrays),)
 
 
 class SummaryWriter:
@@ -190,11 +203,23 @@ class SummaryWriter:
         arrays. With ``background`` the ``values`` (arrays or tensors) are copied now and
         ``function`` runs on the writer's thread, in call order; without, at once. As with
         every job of that thread, an exception it raises is raised by a later call."""
-        tag = clean_tag(tag)
+        self.add_scalars_from((tag,), _one(function), values, global_step, walltime)
+
+    def add_scalars_from(self, tags, function, values: tuple, global_step=None,
+                         walltime=None) -> None:
+        """Log the numbers ``function(*values)`` returns, one per tag of ``tags`` (None logs
+        nothing for its tag), as one event: one call for the writer's thread where one per
+        tag would make a logging step wait for a full queue (the histogram plugin's update
+        ratios of every parameter). Otherwise as :meth:`add_scalar_from`."""
+        tags = tuple(clean_tag(t) for t in tags)
+        if not tags:
+            return
         arrays = tuple(self._copy(to_numpy(v)) for v in values)
+        what = f"add_scalar_from({tags[0]!r})" if len(tags) == 1 else \
+            f"add_scalars_from({tags[0]!r}, ... {len(tags)} tags)"
         self._get_file_writer().add_summary_later(
-            _computed_scalar, (tag, function, arrays), global_step, walltime,
-            sum(a.nbytes for a in arrays), f"add_scalar_from({tag!r})")
+            _computed_scalars, (tags, function, arrays), global_step, walltime,
+            sum(a.nbytes for a in arrays), what)
 
     def add_scalars(self, main_tag: str, tag_scalar_dict: dict, global_step=None,
                     walltime=None) -> None:

@@ -7,6 +7,7 @@ import os
 from typing import Any
 
 from .. import runs
+from ..plugin.model_text import MODEL_TEXT_TAG, model_text
 from ..serialization import fsync_directory
 from ..tensorboard import storage
 from .config import RunConfig
@@ -24,10 +25,10 @@ def flat_config(config: RunConfig) -> dict[str, Any]:
 
 
 def log_start_texts(run: Any, config: RunConfig, model: Any) -> None:
-    """The ``config`` and ``model`` texts, at step 0."""
+    """The ``config`` and ``model`` texts (see gradlog.plugin.model_text), at step 0."""
     rows = [f"| {k} | {v} |" for k, v in flat_config(config).items()]
     run.log_text("config", "| option | value |\n|---|---|\n" + "\n".join(rows), 0)
-    run.log_text("model", "```\n" + repr(model) + "\n```", 0)
+    run.log_text(MODEL_TEXT_TAG, model_text(model), 0)
 
 
 def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:

@@ -2,7 +2,8 @@
 
 The logdir holds what users make: ``train``, a run of ``gradlog train`` (tiny: 256 images,
 1 epoch, 4 steps; grad-norm, histogram and activation-stats at every step); ``watched``, a
-user's own loop under ``gl.watch`` (no model summary: the order comes from writing time);
+user's own loop under ``gl.watch`` (grad-norm, and the update ratios that histogram writes as
+one event a step: their order comes from the model text gl.watch logs);
 ``synthetic``, a ``SummaryWriter`` run with known vanishing, exploding and non-finite values;
 and ``loss-only``, a run without any of the dashboard's tags.
 """
@@ -35,6 +36,7 @@ from gradlog.tensorboard import SummaryWriter
 TRAIN_PLUGINS = ("grad-norm:every=1", "histogram:every=1", "activation-stats:every=1")
 TINY = "[train]\ntrain_size = 256\nval_size = 64\ntwo_object_size = 8\n"
 TRAIN_STEPS = 4
+WATCHED_RATIOS = 'histogram:every=1,kinds=["update_ratio"]'
 WALL = 1_700_000_000.0
 # synthetic: per layer, written in this order at each step (so "write order" is enc, mid.0,
 # dec, while names sort dec, enc, mid.0)
@@ -72,7 +74,8 @@ def watched_run(logdir: Path) -> None:
     gl.manual_seed(0)
     model = Watched()
     opt = optim.SGD(model.parameters(), lr=0.1)
-    with gl.watch(model, opt, logdir=str(logdir), plugins=["grad-norm:every=1"]):
+    with gl.watch(model, opt, logdir=str(logdir),
+                  plugins=["grad-norm:every=1", WATCHED_RATIOS]):
         for _ in range(3):
             x, y = gl.randn(16, 4), gl.randint(0, 3, (16,))
             opt.zero_grad()

@@ -22,8 +22,9 @@ from gradlog.dashboard.flow import (
     summarize,
     write_times,
 )
-from gradlog.dashboard.layers import model_order, modules, natural_key
+from gradlog.dashboard.layers import model_order, modules, natural_key, parameters
 from gradlog.dashboard.metrics import BY_KEY, layer_tags, metric_named
+from gradlog.plugin.model_text import model_text
 
 
 def _net(lib):
@@ -73,6 +74,30 @@ def test_modules_of_a_pytorch_repr_are_named_modules():
     parsed = modules(repr(model))
     assert [name for name, _ in parsed] == [name for name, _ in model.named_modules()]
     assert dict(parsed)["blocks.2"] == "Linear"
+
+
+@pytest.mark.parametrize("lib", ["gradlog", "torch"])
+def test_the_model_text_gives_the_modules_and_parameters_in_order(lib):
+    model = _net(nn if lib == "gradlog" else pytest.importorskip("torch").nn)
+    model.head[1].bias.requires_grad_(False)
+    text = model_text(model)
+    assert [name for name, _ in modules(text)] == [name for name, _ in model.named_modules()]
+    assert parameters(text) == [name for name, _ in model.named_parameters()]
+    assert "| `stem.conv.weight` | (4, 1, 3, 3) | 36 | yes |" in text
+    assert "| `head.1.bias` | (2,) | 2 | no |" in text
+    total = sum(p.numel() for p in model.parameters())
+    assert text.endswith(f"{total:,} parameters, {total - 2:,} trainable")
+    assert parameters(repr(model)) == []  # a repr alone has no table
+
+
+def test_the_parameter_table_orders_a_modules_parameters_written_at_once():
+    names = ["", "stem", "head"]
+    params = ["stem.weight", "stem.bias", "head.weight", "head.bias"]
+    at_once = dict.fromkeys(params, 5.0)  # one event: one wall time
+    assert model_order(params[::-1], names, at_once) == [
+        "stem.bias", "stem.weight", "head.bias", "head.weight"]  # (names break the tie)
+    assert model_order(params[::-1], names, at_once, params) == params
+    assert model_order(["head", "stem"], names, {}, params) == ["stem", "head"]
 
 
 def test_model_order_follows_the_model_then_write_time_then_name():

@@ -72,7 +72,7 @@ def test_tags_lists_each_metrics_tags_per_run(server):
     assert sorted(runs["train"]["dead_fraction"]) == sorted(
         f"activation-stats/{m}/dead_fraction" for m in expected_layers("dead_fraction"))
     assert runs["loss-only"] == {metric: [] for metric in METRICS}
-    assert runs["watched"]["update_ratio"] == [] and len(runs["watched"]["grad_norm"]) == 3
+    assert len(runs["watched"]["update_ratio"]) == 6 and len(runs["watched"]["grad_norm"]) == 3
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -114,9 +114,17 @@ def test_series_returns_one_layers_points_as_written(server, logdir):
     assert [tuple(point) for point in series] == written
 
 
-def test_without_a_model_summary_layers_keep_the_order_they_were_written_in(server):
+def test_a_watched_run_is_in_the_order_of_the_model_text_gl_watch_logs(server):
     watched = server.get(f"{ROUTE}/heatmap", run="watched", metric="grad_norm")
     assert [row["layer"] for row in watched["rows"]] == ["stem", "body.1", "head"]
+    assert watched["order"] == "model"
+    # one event a step holds every ratio (one wall time): the parameter table orders them
+    ratios = server.get(f"{ROUTE}/heatmap", run="watched", metric="update_ratio")
+    assert [row["layer"] for row in ratios["rows"]] == [
+        "stem.weight", "stem.bias", "body.1.weight", "body.1.bias", "head.weight", "head.bias"]
+
+
+def test_without_a_model_text_layers_keep_the_order_they_were_written_in(server):
     synthetic = server.get(f"{ROUTE}/heatmap", run="synthetic", metric="grad_norm")
     assert [row["layer"] for row in synthetic["rows"]] == list(SYNTHETIC)
     assert synthetic["order"] == "write order"

@@ -262,3 +262,25 @@ def test_log_histograms_reaches_another_writer_as_one_call_per_tag():
     logged = [(tag, step, list(v)) for kind, tag, step, v in writer.records
               if kind == "histogram"]
     assert logged == [("h/a", 4, [1.0, 2.0]), ("h/a2", 4, [1.0, 2.0]), ("h/b", 4, [3.0])]
+
+
+def test_log_scalars_from_reaches_another_writer_computed_at_once():
+    model, opt = setup_model()
+    writer = MemoryWriter()
+    with gl.watch(model, opt, writer=writer) as run:
+        run.log_scalars_from(["s/sum", "s/none"], lambda v: (float(v.sum()), None),
+                             (gl.tensor([1.0, 2.0]),), step=3)
+    assert [(tag, step, v) for kind, tag, step, v in writer.records if kind == "scalar"] == [
+        ("s/sum", 3, 3.0)]
+
+
+def test_watch_logs_the_model_text_with_its_parameters_when_it_starts():
+    model, opt = setup_model()
+    writer = MemoryWriter()
+    with gl.watch(model, opt, writer=writer):
+        pass
+    (text,) = [(tag, step, v) for kind, tag, step, v in writer.records if kind == "text"]
+    assert text[:2] == ("model", 0)
+    assert text[2].startswith("```\n" + repr(model) + "\n```\n")
+    assert "| `fc1.weight` | (16, 8) | 128 | yes |" in text[2]
+    assert text[2].endswith("195 parameters, 195 trainable")

@@ -259,6 +259,28 @@ def test_an_error_computing_a_scalar_is_raised_by_a_later_call_naming_it(log_dir
     writer.close()
 
 
+@pytest.mark.parametrize("background", [True, False])
+def test_scalars_from_one_function_are_one_event(log_dir, background):
+    a, b = np.arange(4, dtype=np.float32), np.ones(4, dtype=np.float32)
+    with SummaryWriter(log_dir, background=background) as writer:
+        writer.add_scalars_from(["n/a", "n/none", "n/b"],
+                                lambda x, y: (float(x.sum()), None, float(y.sum())), (a, b), 7)
+        a[:] = 0.0  # the copies were taken at the call
+        writer.add_scalars_from([], lambda: (), (), 8)  # no tags: nothing
+    (event,) = [e for e in read_events(log_dir) if e.summary.value]
+    assert event.step == 7
+    assert [(v.tag, v.simple_value) for v in event.summary.value] == [("n/a", 6.0), ("n/b", 4.0)]
+
+
+def test_scalars_from_a_function_returning_the_wrong_count_is_an_error_naming_it(log_dir):
+    writer = SummaryWriter(log_dir)
+    writer.add_scalars_from(["x", "y"], lambda a: (1.0,), (np.zeros(3),), 0)
+    with pytest.raises(ValueError, match="returned 1 values for 2 tags") as raised:
+        writer.flush()
+    assert "add_scalars_from('x', ... 2 tags)" in "".join(raised.value.__notes__)
+    writer.close()
+
+
 def test_pytorch_tensors_are_copied_at_the_call(log_dir):
     torch = pytest.importorskip("torch")
     weight = torch.zeros(50, requires_grad=True)
