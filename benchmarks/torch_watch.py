@@ -5,7 +5,10 @@ what ``wandb.watch(log="all")`` logs), and under ``wandb.watch(log="all", log_fr
 offline mode when wandb is installed (the anchor users know).
 
 Side by side in one run, interleaved in blocks of 100 steps (each block holds exactly one
-logging step of every=100 / log_freq=100), medians of the per-step time. A second bare model
+logging step of every=100 / log_freq=100), medians of the per-step time. Each contender is
+three copies of its model (each with its own gl.watch run), timed a block each in turn:
+identical bare models differ here by up to 2%, from where their memory lies, as much as the
+differences measured. A second bare model
 ("bare again", the same step) measures the run's own noise: its ratio to bare is what the
 machine alone makes of no difference at all. The clock is W4b-W4g's:
 **wall-clock** time, each gradlog block ending with ``writer.flush()`` (what the writer's thread
@@ -25,10 +28,11 @@ import tempfile
 import time
 from typing import Any
 
-from .common import cycler, interleaved, torch_or_none
+from .common import Copies, cycler, interleaved, torch_or_none
 from .mlp import TorchMLP, make_batches, make_weights
 
 PER_BLOCK = 100  # steps per timing block: one logging step at every=100 in each
+COPIES = 3  # of each contender, a block each in turn (see common.Copies)
 PLUGINS = ["histogram:every=100", "grad-norm:every=100"]
 AS_WANDB = ['histogram:every=100,kinds=["weight","grad"]', "grad-norm:every=100"]
 
@@ -40,16 +44,17 @@ def _watched(weights: list, plugins: list, logdir: str) -> tuple[TorchMLP, Any]:
     return model, run
 
 
-def _wandb_watched(weights: list, logdir: str) -> tuple[TorchMLP, Any] | None:
+def _wandb_watched(weights: list, logdir: str) -> tuple[list[TorchMLP], Any] | None:
     try:
         import wandb
     except ImportError:
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
     run = wandb.init(mode="offline", dir=logdir, project="gradlog-w7", reinit=True)
-    model = TorchMLP(weights)
-    wandb.watch(model.model, log="all", log_freq=100)
-    return model, run
+    models = [TorchMLP(weights) for _ in range(COPIES)]
+    for model in models:  # (one run watches them all, as wandb.watch allows)
+        wandb.watch(model.model, log="all", log_freq=100)
+    return models, run
 
 
 def _trajectory(model: TorchMLP, batches: list, steps: int) -> list[float]:
@@ -75,22 +80,31 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
                     raise AssertionError(f"W7 {name}: the watched run's losses differ from "
                                          "the bare run's")
         return {"W7": {"checked": {"bare": bare}}}
-    contenders = {"bare": cycler(TorchMLP(weights), batches),
-                  "bare again": cycler(TorchMLP(weights), batches)}
-    closers, flushes = [], {}
+    contenders = {name: Copies([cycler(TorchMLP(weights), batches) for _ in range(COPIES)])
+                  for name in ("bare", "bare again")}
+    closers = []
     for name, plugins in (("watch", []), ("histogram+grad-norm", PLUGINS),
                           ("weight+grad histograms+grad-norm", AS_WANDB)):
-        model, watch = _watched(weights, plugins, os.path.join(logdir, name))
-        contenders[name] = cycler(model, batches)
-        closers.append(watch.close)
-        flushes[name] = watch.writer.flush
+        steps, flushes = [], []
+        for i in range(COPIES):
+            model, watch = _watched(weights, plugins, os.path.join(logdir, f"{name}-{i}"))
+            steps.append(cycler(model, batches))
+            flushes.append(watch.writer.flush)
+            closers.append(watch.close)
+        contenders[name] = Copies(steps, flushes)
     anchor = _wandb_watched(weights, os.path.join(logdir, "wandb"))
     if anchor is not None:
-        contenders["wandb.watch"] = cycler(anchor[0], batches)
+        contenders["wandb.watch"] = Copies([cycler(model, batches) for model in anchor[0]])
         closers.append(anchor[1].finish)
     try:
-        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=PER_BLOCK,
-                        timer=time.perf_counter, after_block=flushes)
+        for copies in contenders.values():  # every copy warmed up, a block each
+            for _ in range(COPIES):
+                for _ in range(PER_BLOCK):
+                    copies()
+                copies.end_block()
+        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=0,
+                        timer=time.perf_counter,
+                        after_block={name: c.end_block for name, c in contenders.items()})
     finally:
         for close in closers:
             close()

@@ -43,3 +43,14 @@ def test_quick_memory_measurements_run(tmp_path):
 def test_unknown_workload_is_refused(capsys):
     assert bench.main(["--quick", "--only", "W99"]) == 2
     assert "unknown workload" in capsys.readouterr().err
+
+
+def test_copies_take_turns_a_block_each_and_each_ends_its_own_block():
+    from benchmarks.common import Copies, interleaved
+    calls: list[str] = []
+    copies = Copies([lambda: calls.append("a"), lambda: calls.append("b")],
+                    [lambda: calls.append("a|"), lambda: calls.append("b|")])
+    interleaved({"x": copies}, blocks=3, per_block=2, warmup=0,
+                after_block={"x": copies.end_block})
+    # (interleaved ends a block after warm-up too: copy a's, with no calls)
+    assert calls == ["a|", "b", "b", "b|", "a", "a", "a|", "b", "b", "b|"]
