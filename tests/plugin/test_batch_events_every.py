@@ -14,6 +14,13 @@ from gradlog.testing import MemoryWriter
 BATCH = ["batch_start", "after_backward", "before_step", "after_step", "batch_end"]
 
 
+def _recording(event: str):
+    """An event method that notes ``(event, run.step)``."""
+    def method(self, run):
+        self.seen.append((event, run.step))
+    return method
+
+
 class Recorder(Plugin):
     name = "recorder"
 
@@ -26,23 +33,12 @@ class Recorder(Plugin):
     def batch_events_every(self) -> int:
         return self.every
 
-    def on_batch_start(self, run):
-        self.seen.append(("batch_start", run.step))
-
-    def on_after_backward(self, run):
-        self.seen.append(("after_backward", run.step))
-
-    def on_before_optimizer_step(self, run):
-        self.seen.append(("before_step", run.step))
-
-    def on_after_optimizer_step(self, run):
-        self.seen.append(("after_step", run.step))
-
-    def on_batch_end(self, run):
-        self.seen.append(("batch_end", run.step))
-
-    def on_epoch_end(self, run):
-        self.seen.append(("epoch_end", run.step))
+    on_batch_start = _recording("batch_start")
+    on_after_backward = _recording("after_backward")
+    on_before_optimizer_step = _recording("before_step")
+    on_after_optimizer_step = _recording("after_step")
+    on_batch_end = _recording("batch_end")
+    on_epoch_end = _recording("epoch_end")
 
 
 class BackwardOnly(Recorder):
@@ -138,22 +134,25 @@ def test_on_torch_the_signal_comes_and_goes_with_the_due_steps():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    every3, always = BackwardOnly(3), BackwardOnly(1, name="always")
-    periodic_only = BackwardOnly(3, name="periodic")
     x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
-    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[every3, always],
-                  strict=True) as run:
-        for _ in range(7):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
+
+    def train(plugins) -> list[int]:
+        held = []
+        with gl.watch(model, opt, writer=MemoryWriter(), plugins=plugins, strict=True) as run:
+            for _ in range(7):
+                run.batch(x, y)
+                held.append(run.handles_left())
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                opt.step()
+        assert run.handles_left() == 0
+        return held
+
+    every3, always = BackwardOnly(3), BackwardOnly(1, name="always")
+    train([every3, always])
     assert _steps(every3.seen, "after_backward") == [0, 3, 6]
     assert _steps(always.seen, "after_backward") == list(range(7))
-    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[periodic_only],
-                  strict=True) as run:
-        for _ in range(7):
-            opt.zero_grad()
-            torch.nn.functional.cross_entropy(model(x), y).backward()
-            opt.step()
-    assert _steps(periodic_only.seen, "after_backward") == [0, 3, 6]
-    assert run.handles_left() == 0
+    periodic = BackwardOnly(3, name="periodic")
+    held = train([periodic])
+    assert _steps(periodic.seen, "after_backward") == [0, 3, 6]
+    assert held[0] == held[3] == held[6] == held[1] + 1 == held[2] + 1
