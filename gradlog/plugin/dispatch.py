@@ -130,10 +130,6 @@ class Dispatcher:
         for event in BATCH_EVENTS:
             self._now[event] = [s for s in self._listeners[event] if s not in skipped]
 
-    def listens(self, *events: str) -> bool:
-        """Whether an enabled plugin implements one of ``events``."""
-        return any(s.enabled and e in s.methods for s in self.slots for e in events)
-
     def listens_now(self, event: str) -> bool:
         """Whether ``event`` reaches an enabled plugin at this step."""
         return any(s.enabled for s in self._now[event])
