@@ -78,7 +78,7 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
     for name, fn in contenders.items():
         for _ in range(warmup):
             fn()
-        if name in finish:
+        if warmup and name in finish:
             finish[name]()
     timings = {name: Timing(name) for name in contenders}
     gc_was = gc.isenabled()

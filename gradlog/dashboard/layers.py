@@ -74,11 +74,11 @@ def model_order(layers, module_names: list[str] | None, write_times: dict[str, f
     their place in ``parameter_names`` (a parameter's layers; when known), then by
     ``write_times`` (seconds; missing ones last), then by name."""
     position = {name: i for i, name in enumerate(module_names or ())}
-    in_module = {name: i for i, name in enumerate(parameter_names or ())}
+    parameter_place = {name: i for i, name in enumerate(parameter_names or ())}
 
     def key(layer: str) -> tuple:
         place = position.get(owning_module(layer, position), 0)
-        return (place, in_module.get(layer, -1), write_times.get(layer, math.inf),
+        return (place, parameter_place.get(layer, -1), write_times.get(layer, math.inf),
                 natural_key(layer))
 
     return sorted(layers, key=key)

@@ -157,7 +157,7 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
         model = modules(text) if text is not None else None
         kinds = dict(model or ())
         order = model_order(series, [name for name, _ in model] if model else None,
-                            write_times(series), parameters(text) if text else None)
+                            write_times(series), parameters(text) if text is not None else None)
         body = heat_map(series, order, columns)
         flags = find_flags(series) if metric.flagged else {}
         rows = []

@@ -238,7 +238,11 @@ class Run:
         if _is_gradlog_writer(writer):
             writer.add_scalars_from(tags, function, arrays, step)
             return
-        for tag, value in zip(tags, function(*arrays), strict=True):
+        values = tuple(function(*arrays))
+        if len(values) != len(tags):
+            raise ValueError(f"log_scalars_from: the function returned {len(values)} values "
+                             f"for {len(tags)} tags")
+        for tag, value in zip(tags, values):
             if value is not None:
                 writer.add_scalar(tag, value, step)
 

@@ -284,3 +284,11 @@ def test_watch_logs_the_model_text_with_its_parameters_when_it_starts():
     assert text[2].startswith("```\n" + repr(model) + "\n```\n")
     assert "| `fc1.weight` | (16, 8) | 128 | yes |" in text[2]
     assert text[2].endswith("195 parameters, 195 trainable")
+
+
+def test_log_scalars_from_with_the_wrong_count_names_it_on_another_writer():
+    model, opt = setup_model()
+    with gl.watch(model, opt, writer=MemoryWriter()) as run:
+        with pytest.raises(ValueError, match="log_scalars_from: the function returned 1 "
+                                             "values for 2 tags"):
+            run.log_scalars_from(["s/a", "s/b"], lambda v: (1.0,), (gl.tensor([1.0]),))
