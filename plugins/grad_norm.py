@@ -11,7 +11,6 @@ import numpy as np
 
 from gradlog.plugin import Plugin
 from gradlog.plugin.selection import selected
-from gradlog.utils.reductions import sum_of_squares
 
 
 @dataclass
@@ -41,18 +40,6 @@ class Options:
         "help": "warn (and log text grad-norm/warnings) when the global norm is above this or "
                 "not finite; inf turns the warning off (a good threshold depends on the model)",
         "min": 0.0})
-
-
-def _norm(values: np.ndarray, p: float) -> float:
-    flat = values.ravel()
-    if flat.size == 0:
-        return 0.0
-    if p == math.inf:
-        return float(np.max(np.abs(flat)))
-    if p == 2.0:
-        return math.sqrt(sum_of_squares(flat))
-    flat = flat.astype(np.float64, copy=False)
-    return float(np.sum(np.abs(flat) ** p) ** (1.0 / p))
 
 
 def _combine(norms: list[float], p: float) -> float:
@@ -116,8 +103,7 @@ class GradNorm(Plugin):
         def hook(param: Any) -> None:
             # the latest value wins: with accumulation, the step's total so far
             if run.phase == "train" and self._is_due(run):
-                self._local[i] = _norm(run.engine.to_numpy(param.grad),
-                                       self.options.norm_type)
+                self._local[i] = run.engine.norms([param.grad], self.options.norm_type)[0]
         return hook
 
     def _is_due(self, run: Any) -> bool:
@@ -127,10 +113,10 @@ class GradNorm(Plugin):
         return self.options.every  # (a logging step measures and logs within itself)
 
     def _measure(self, run: Any) -> dict[str, float]:
-        p = self.options.norm_type
-        return self._combined({i: _norm(run.engine.to_numpy(param.grad), p)
-                               for i, (_, param, _) in enumerate(self._params)
-                               if param.grad is not None})
+        present = [(i, param.grad) for i, (_, param, _) in enumerate(self._params)
+                   if param.grad is not None]
+        norms = run.engine.norms([g for _, g in present], self.options.norm_type)
+        return self._combined({i: norm for (i, _), norm in zip(present, norms)})
 
     def _combined(self, by_param: dict[int, float]) -> dict[str, float]:
         """The global and per-module norms from the norms of the parameters' gradients."""

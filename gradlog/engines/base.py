@@ -4,8 +4,8 @@ engine, PyTorch), behind one object per run (``run.engine``).
 Everything else -- modules, tensors, optimizers, their hooks -- has PyTorch's names in both, so
 plugins call those directly and ask the engine only for what cannot be shared: turning tensors
 into numpy arrays and back, grad modes, ``grad`` and the library functions plugins use
-(``functional``, ``get_total_norm``, ``clip_grads_with_norm_``), random state and generators,
-the per-run end-of-backward signal, checkpoint state and resumable data loaders.
+(``functional``, ``get_total_norm``, ``norms``, ``clip_grads_with_norm_``), random state and
+generators, the per-run end-of-backward signal, checkpoint state and resumable data loaders.
 
 A new engine is one module in this package defining a subclass of ``Engine``: subclasses
 register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whether it
@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
+
+from ..utils.reductions import vector_norm
 
 __all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "map_tensors", "read_only"]
 
@@ -187,6 +189,12 @@ class Engine:
     def get_total_norm(self, tensors: Any, norm_type: float = 2.0, **kwargs: Any) -> Any:
         """``nn.utils.get_total_norm``: the p-norm of all ``tensors`` together (a tensor)."""
         raise NotImplementedError
+
+    def norms(self, tensors: list, norm_type: float = 2.0) -> list[float]:
+        """The p-norm of each of ``tensors`` (``linalg.vector_norm``), as floats: what a
+        monitor logs. This default reads them as numpy arrays and sums in float64; an engine
+        whose library has a vectorised norm overrides it."""
+        return [vector_norm(self.to_numpy(t), norm_type) for t in tensors]
 
     def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
                               **kwargs: Any) -> None:

@@ -8,9 +8,11 @@ writer's thread would use. These never call BLAS.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-__all__ = ["sum_of_squares", "all_finite"]
+__all__ = ["sum_of_squares", "vector_norm", "all_finite"]
 
 _PIECE = 1 << 16  # values converted to float64 at a time: 512 KiB, in the cache
 
@@ -28,6 +30,20 @@ def sum_of_squares(values: np.ndarray) -> float:
         wide[...] = flat[start:start + _PIECE]
         total += float(np.einsum("i,i->", wide, wide))
     return total
+
+
+def vector_norm(values: np.ndarray, p: float = 2.0) -> float:
+    """The p-norm of all of ``values`` (``linalg.vector_norm``; inf: the largest absolute
+    value), 0.0 for none."""
+    flat = values.reshape(-1)
+    if flat.size == 0:
+        return 0.0
+    if p == math.inf:
+        return float(np.max(np.abs(flat)))
+    if p == 2.0:
+        return math.sqrt(sum_of_squares(flat))
+    wide = np.abs(flat.astype(np.float64, copy=False))
+    return float(np.sum(wide ** p) ** (1.0 / p))
 
 
 def all_finite(values: np.ndarray) -> bool:

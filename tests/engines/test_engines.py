@@ -5,6 +5,7 @@ global random state."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -45,8 +46,16 @@ def test_to_numpy_of_an_array_is_a_read_only_view_not_a_copy():
     assert np.shares_memory(view, array) and not view.flags.writeable
 
 
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.5, math.inf])
+def test_gradlog_norms_are_each_tensors_p_norm(p):
+    rows = np.random.default_rng(0).standard_normal((3, 500)).astype(np.float32)
+    tensors = [gl.from_numpy(r.copy()) for r in rows] + [gl.zeros(0)]
+    expected = [float(np.linalg.norm(r.astype(np.float64), p)) for r in rows] + [0.0]
+    assert GradlogEngine().norms(tensors, p) == pytest.approx(expected, rel=1e-9)
+
 # -- torch ---------------------------------------------------------------------------------
 torch = pytest.importorskip("torch")
+
 
 
 @pytest.fixture
@@ -82,6 +91,17 @@ def test_views_grads_and_conjugate_bits_are_resolved(te):
     assert te.to_numpy(3.5) == 3.5 and te.to_numpy(np.arange(3)).tolist() == [0, 1, 2]
     array = np.arange(3.0)
     assert np.shares_memory(te.to_numpy(array), array)  # (read-only, as the tensors' views)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 3.5, math.inf])
+def test_torch_norms_agree_with_the_float64_norms_in_every_dtype_and_layout(te, p):
+    base = torch.from_numpy(np.random.default_rng(1).standard_normal((40, 30)) * 300)
+    tensors = [base.float(), base, base.half(), base.bfloat16(), base.float().t(),
+               base.float().to_sparse(), base.round().long(), torch.zeros(0)]
+    expected = [float(np.linalg.norm(t.to_dense().double().numpy().ravel(), p))
+                if t.numel() else 0.0 for t in tensors]
+    # (float32 sums for every dtype below float64: float16's squares would overflow)
+    assert te.norms(tensors, p) == pytest.approx(expected, rel=1e-5)
 
 
 def test_from_numpy_takes_the_dtype_of_like(te):

@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from gradlog.utils.reductions import all_finite, sum_of_squares
+from gradlog.utils.reductions import all_finite, sum_of_squares, vector_norm
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
@@ -33,6 +33,19 @@ def test_sum_of_squares_of_a_matrix_and_of_a_strided_view():
 def test_float32_values_whose_squares_overflow_float32_are_summed_in_float64():
     values = np.full(70_000, 3e38, dtype=np.float32)
     assert sum_of_squares(values) == pytest.approx(70_000 * float(np.float32(3e38)) ** 2)
+
+
+@pytest.mark.parametrize("p", [1.0, 1.5, 2.0, 3.0, math.inf])
+def test_vector_norm_is_the_p_norm_of_every_value(p):
+    values = np.random.default_rng(3).standard_normal((70, 1000)).astype(np.float32)
+    wide = np.abs(values.astype(np.float64)).ravel()
+    exact = wide.max() if p == math.inf else math.fsum(wide ** p) ** (1.0 / p)
+    assert vector_norm(values, p) == pytest.approx(exact, rel=1e-12)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, math.inf])
+def test_vector_norm_of_nothing_is_zero(p):
+    assert vector_norm(np.zeros((0, 3), dtype=np.float32), p) == 0.0
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
