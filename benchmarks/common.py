@@ -143,6 +143,14 @@ class Copies:
             self.flushes[self.current]()
         self.current = (self.current + 1) % len(self.steps)
 
+    def warm_up(self, calls: int) -> None:
+        """Run every copy ``calls`` times, a block each (``interleaved`` would then be given
+        ``warmup=0``: its warm-up runs only the current copy)."""
+        for _ in self.steps:
+            for _ in range(calls):
+                self()
+            self.end_block()
+
 
 def cycler(model: Any, batches: list) -> Callable[[], Any]:
     """A no-argument step function that feeds ``model.step`` the batches in turn."""

@@ -97,11 +97,8 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
         contenders["wandb.watch"] = Copies([cycler(model, batches) for model in anchor[0]])
         closers.append(anchor[1].finish)
     try:
-        for copies in contenders.values():  # every copy warmed up, a block each
-            for _ in range(COPIES):
-                for _ in range(PER_BLOCK):
-                    copies()
-                copies.end_block()
+        for copies in contenders.values():
+            copies.warm_up(PER_BLOCK)
         t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=0,
                         timer=time.perf_counter,
                         after_block={name: c.end_block for name, c in contenders.items()})

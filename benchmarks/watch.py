@@ -17,6 +17,8 @@ whole process (both threads: the total work, what a machine without a free core 
 thread's CPU time per step (the training thread's, and the rest: the writer's thread; neither
 depends on the load) and how often the training thread waited for the queue. Blocks are 100
 steps, so every-100-steps work is in each of them; the contenders run A B C, then B C A, ...
+Each contender is three copies of its model, timed a block each in turn (W7's
+``common.Copies``): identical models differ by up to 2% from where their memory lies.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import tempfile
 import time
 from typing import Any
 
-from .common import cycler, interleaved, torch_or_none
+from .common import Copies, cycler, interleaved, torch_or_none
 from .mlp import GradlogMLP, make_batches, make_weights
 
 HISTOGRAM_DEFAULTS = "histogram"
@@ -41,6 +43,7 @@ VARIANTS = {  # name: (what, plugins, target ratio of the bare step)
             ['histogram:every=1,bins=30,kinds=["weight","grad"]'], 1.3),
 }
 PER_BLOCK = 100
+COPIES = 3  # of each contender, a block each in turn (see common.Copies)
 
 
 class Watched:
@@ -67,24 +70,33 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         checked = {name: check_variant(weights, batches, plugins)
                    for name, (_, plugins, _) in VARIANTS.items()}
         return {**checked, "W4g": torch_watch_overhead(quick=True)}
-    watched = {f"{name}/{mode}": Watched(weights, plugins, mode == "background")
+    watched = {f"{name}/{mode}": [Watched(weights, plugins, mode == "background")
+                                  for _ in range(COPIES)]
                for name, (_, plugins, _) in VARIANTS.items()
                for mode in ("background", "synchronous")}
-    contenders = {"plain": cycler(GradlogMLP(weights), batches)}
-    contenders.update({key: cycler(w.mlp, batches) for key, w in watched.items()})
+    contenders = {"plain": Copies([cycler(GradlogMLP(weights), batches)
+                                   for _ in range(COPIES)])}
+    contenders.update({key: Copies([cycler(w.mlp, batches) for w in ws],
+                                   [w.writer.flush for w in ws])
+                       for key, ws in watched.items()})
     if torch_or_none() is not None:  # what a PyTorch user writes by hand for W4b
         from .mlp import TorchMLP
-        by_hand = TorchMLP(weights)
-        by_hand.add_histogram_hooks()
-        contenders["torch"] = cycler(TorchMLP(weights), batches)
-        contenders["torch+np.histogram"] = cycler(by_hand, batches)
+        by_hand = [TorchMLP(weights) for _ in range(COPIES)]
+        for model in by_hand:
+            model.add_histogram_hooks()
+        contenders["torch"] = Copies([cycler(TorchMLP(weights), batches)
+                                      for _ in range(COPIES)])
+        contenders["torch+np.histogram"] = Copies([cycler(m, batches) for m in by_hand])
     try:
-        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=PER_BLOCK,
+        for copies in contenders.values():
+            copies.warm_up(PER_BLOCK)
+        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=0,
                         timer=time.perf_counter,
-                        after_block={key: w.writer.flush for key, w in watched.items()})
+                        after_block={key: c.end_block for key, c in contenders.items()})
     finally:
-        for w in watched.values():
-            w.close()
+        for ws in watched.values():
+            for w in ws:
+                w.close()
     results = {}
     for name, (what, plugins, limit) in VARIANTS.items():
         out: dict[str, Any] = {"what": what, "plugins": plugins}
@@ -98,8 +110,9 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
             out[f"{mode} training thread cpu ms"] = t[key].thread_median * 1e3
             out[f"{mode} other threads cpu ms"] = statistics.median(
                 c - s for c, s in zip(t[key].cpu_samples, t[key].thread_samples)) * 1e3
-            out[f"{mode} queue waits per step"] = (
-                watched[key].writer.queue_waits / ((blocks + 1) * PER_BLOCK))
+            out[f"{mode} queue waits per step"] = (  # (the warm-up's steps included)
+                sum(w.writer.queue_waits for w in watched[key])
+                / ((blocks + COPIES) * PER_BLOCK))
         out["plain_ms"] = t["plain"].median * 1e3
         out["plain training thread cpu ms"] = t["plain"].thread_median * 1e3
         out["target"] = f"background/plain (wall) <= {limit}"

@@ -53,3 +53,13 @@ def test_copies_take_turns_a_block_each_and_each_ends_its_own_block():
     interleaved({"x": copies}, blocks=3, per_block=2, warmup=0,
                 after_block={"x": copies.end_block})
     assert calls == ["a", "a", "a|", "b", "b", "b|", "a", "a", "a|"]
+
+
+def test_copies_warm_up_runs_every_copy_and_ends_where_it_began():
+    from benchmarks.common import Copies
+    calls: list[str] = []
+    copies = Copies([lambda: calls.append("a"), lambda: calls.append("b")],
+                    [lambda: calls.append("a|"), lambda: calls.append("b|")])
+    copies.warm_up(2)
+    copies()
+    assert calls == ["a", "a", "a|", "b", "b", "b|", "a"]
