@@ -63,10 +63,28 @@ class Timing:
         return statistics.median(self.thread_samples)
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of ``n`` contenders, one per round (a balanced Latin square, Williams' design):
+    over the list each contender runs in every position equally often and right after every
+    other contender equally often. (A rotation, A B C, B C A, ..., puts each one after the
+    same neighbour every time, which then always pays for what that one leaves behind, such as
+    wandb's service process still writing.)"""
+    first, low, high = [0], 1, n - 1
+    while low <= high:
+        first.append(low)
+        low += 1
+        if low <= high:
+            first.append(high)
+            high -= 1
+    rows = [[(k + shift) % n for k in first] for shift in range(n)]
+    return rows if n % 2 == 0 else rows + [row[::-1] for row in rows]
+
+
 def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_block: int,
                 warmup: int = 2, timer: Callable[[], float] | None = None,
                 after_block: dict[str, Callable[[], Any]] | None = None) -> dict[str, Timing]:
-    """Time each contender ``per_block`` calls at a time, A B C B C A C A B ..., after warm-up.
+    """Time each contender ``per_block`` calls at a time, in the rounds' orders of
+    :func:`balanced_orders`, after warm-up.
 
     Interleaving spreads the machine's noise (a shared 2-core VM) over all contenders alike.
     ``timer`` replaces the module's clock; ``after_block[name]()`` runs inside a contender's
@@ -85,11 +103,10 @@ def interleaved(contenders: dict[str, Callable[[], Any]], *, blocks: int, per_bl
     gc.disable()
     try:
         names = list(contenders)
+        orders = balanced_orders(len(names))
         for block in range(blocks):
-            # A B C, B C A, C A B: whoever runs first after a collection pays for it, so each
-            # contender runs first equally often (with A B C, C B A the middle ones never did)
-            shift = block % len(names)
-            for name in names[shift:] + names[:shift]:
+            # (whoever runs first after a collection pays for it: each does equally often)
+            for name in (names[k] for k in orders[block % len(orders)]):
                 fn = contenders[name]
                 start, cpu_start, thread_start = clock(), time.process_time(), time.thread_time()
                 for _ in range(per_block):

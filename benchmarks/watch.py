@@ -16,7 +16,8 @@ still had to do is charged to the variant that queued it. Also reported: the CPU
 whole process (both threads: the total work, what a machine without a free core pays), each
 thread's CPU time per step (the training thread's, and the rest: the writer's thread; neither
 depends on the load) and how often the training thread waited for the queue. Blocks are 100
-steps, so every-100-steps work is in each of them; the contenders run A B C, then B C A, ...
+steps, so every-100-steps work is in each of them; each round of blocks runs the contenders
+in another order (common.balanced_orders).
 Each contender is three copies of its model, timed a block each in turn (W7's
 ``common.Copies``): identical models differ by up to 2% from where their memory lies.
 """

@@ -63,3 +63,16 @@ def test_copies_warm_up_runs_every_copy_and_ends_where_it_began():
     copies.warm_up(2)
     copies()
     assert calls == ["a", "a", "a|", "b", "b", "b|", "a"]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_balanced_orders_put_each_contender_everywhere_and_after_every_other_equally(n):
+    from collections import Counter
+
+    from benchmarks.common import balanced_orders
+    rows = balanced_orders(n)
+    assert all(sorted(row) == list(range(n)) for row in rows)
+    positions = Counter((row[i], i) for row in rows for i in range(n))
+    assert len(positions) == n * n and len(set(positions.values())) == 1
+    pairs = Counter(pair for row in rows for pair in zip(row[:-1], row[1:]))
+    assert len(pairs) == n * (n - 1) and len(set(pairs.values())) <= 1
