@@ -161,12 +161,23 @@ class Copies:
         self.current = (self.current + 1) % len(self.steps)
 
     def warm_up(self, calls: int) -> None:
-        """Run every copy ``calls`` times, a block each (``interleaved`` would then be given
-        ``warmup=0``: its warm-up runs only the current copy)."""
+        """Run every copy ``calls`` times, a block each."""
         for _ in self.steps:
             for _ in range(calls):
                 self()
             self.end_block()
+
+
+def interleaved_copies(contenders: dict[str, Copies], *, blocks: int,
+                       per_block: int) -> dict[str, Timing]:
+    """:func:`interleaved` for contenders of several copies, in wall-clock time: every copy
+    warmed up for a block (``interleaved``'s own warm-up would run only the current one), and
+    each block ended by its copy's ``end_block``."""
+    for copies in contenders.values():
+        copies.warm_up(per_block)
+    return interleaved(contenders, blocks=blocks, per_block=per_block, warmup=0,
+                       timer=time.perf_counter,
+                       after_block={name: c.end_block for name, c in contenders.items()})
 
 
 def cycler(model: Any, batches: list) -> Callable[[], Any]:

@@ -25,10 +25,9 @@ from __future__ import annotations
 
 import os
 import tempfile
-import time
 from typing import Any
 
-from .common import Copies, Timing, cycler, interleaved, torch_or_none
+from .common import Copies, Timing, cycler, interleaved_copies, torch_or_none
 from .mlp import TorchMLP, make_batches, make_weights
 
 PER_BLOCK = 100  # steps per timing block: one logging step at every=100 in each
@@ -97,11 +96,7 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
         contenders["wandb.watch"] = Copies([cycler(model, batches) for model in anchor[0]])
         closers.append(anchor[1].finish)
     try:
-        for copies in contenders.values():
-            copies.warm_up(PER_BLOCK)
-        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=0,
-                        timer=time.perf_counter,
-                        after_block={name: c.end_block for name, c in contenders.items()})
+        t = interleaved_copies(contenders, blocks=blocks, per_block=PER_BLOCK)
     finally:
         for close in closers:
             close()

@@ -32,7 +32,7 @@ import tempfile
 import time
 from typing import Any
 
-from .common import Copies, cycler, interleaved, torch_or_none
+from .common import Copies, cycler, interleaved, interleaved_copies, torch_or_none
 from .mlp import GradlogMLP, make_batches, make_weights
 
 HISTOGRAM_DEFAULTS = "histogram"
@@ -89,11 +89,7 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
                                       for _ in range(COPIES)])
         contenders["torch+np.histogram"] = Copies([cycler(m, batches) for m in by_hand])
     try:
-        for copies in contenders.values():
-            copies.warm_up(PER_BLOCK)
-        t = interleaved(contenders, blocks=blocks, per_block=PER_BLOCK, warmup=0,
-                        timer=time.perf_counter,
-                        after_block={key: c.end_block for key, c in contenders.items()})
+        t = interleaved_copies(contenders, blocks=blocks, per_block=PER_BLOCK)
     finally:
         for ws in watched.values():
             for w in ws:

@@ -55,14 +55,16 @@ def test_copies_take_turns_a_block_each_and_each_ends_its_own_block():
     assert calls == ["a", "a", "a|", "b", "b", "b|", "a", "a", "a|"]
 
 
-def test_copies_warm_up_runs_every_copy_and_ends_where_it_began():
-    from benchmarks.common import Copies
+def test_interleaved_copies_warms_every_copy_up_then_times_them_in_turn():
+    from benchmarks.common import Copies, interleaved_copies
     calls: list[str] = []
     copies = Copies([lambda: calls.append("a"), lambda: calls.append("b")],
                     [lambda: calls.append("a|"), lambda: calls.append("b|")])
-    copies.warm_up(2)
-    copies()
-    assert calls == ["a", "a", "a|", "b", "b", "b|", "a"]
+    t = interleaved_copies({"x": copies}, blocks=3, per_block=2)
+    warm_up, timed = calls[:6], calls[6:]
+    assert warm_up == ["a", "a", "a|", "b", "b", "b|"]
+    assert timed == ["a", "a", "a|", "b", "b", "b|", "a", "a", "a|"]
+    assert len(t["x"].samples) == 3
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])

@@ -238,13 +238,9 @@ class Run:
         if _is_gradlog_writer(writer):
             writer.add_scalars_from(tags, function, arrays, step)
             return
-        values = tuple(function(*arrays))
-        if len(values) != len(tags):
-            raise ValueError(f"log_scalars_from: the function returned {len(values)} values "
-                             f"for {len(tags)} tags")
-        for tag, value in zip(tags, values):
-            if value is not None:
-                writer.add_scalar(tag, value, step)
+        from ..tensorboard.writer import computed_scalars
+        for tag, value in computed_scalars(tags, function, arrays, "log_scalars_from"):
+            writer.add_scalar(tag, value, step)
 
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW", *, per_rank: bool = False) -> None:

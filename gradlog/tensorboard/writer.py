@@ -37,18 +37,24 @@ from .file_writer import FileWriter
 from .histogram import check_arguments, histogram_proto, tensorflow_edges
 from .worker import BackgroundWorker
 
-__all__ = ["SummaryWriter"]
+__all__ = ["SummaryWriter", "computed_scalars"]
+
+
+def computed_scalars(tags, function, arrays: tuple, caller: str = "add_scalars_from"
+                     ) -> list[tuple[str, float]]:
+    """``(tag, number)`` for each of the numbers ``function(*arrays)`` returns, one per tag
+    (None logs nothing for its tag); ``caller`` names the API in the error for a wrong count."""
+    values = tuple(function(*arrays))
+    if len(values) != len(tags):
+        raise ValueError(f"{caller}: the function returned {len(values)} values for "
+                         f"{len(tags)} tags")
+    return [(tag, to_float(value)) for tag, value in zip(tags, values) if value is not None]
 
 
 def _computed_scalars(tags: tuple[str, ...], function, arrays: tuple) -> Summary | None:
-    values = tuple(function(*arrays))
-    if len(values) != len(tags):
-        raise ValueError(f"add_scalars_from: the function returned {len(values)} values for "
-                         f"{len(tags)} tags")
     summary = Summary()
-    for tag, value in zip(tags, values):
-        if value is not None:  # None logs nothing
-            summary.value.add(tag=tag, simple_value=to_float(value))
+    for tag, value in computed_scalars(tags, function, arrays):
+        summary.value.add(tag=tag, simple_value=value)
     return summary if summary.value else None
 
 
