@@ -116,23 +116,37 @@ class Dispatcher:
         self._listeners = {e: [s for s in self.slots if e in s.methods] for e in EVENTS}
         self._periodic = [s for s in self.slots if s.every > 1]
         self._due: tuple[bool, ...] | None = None  # which periodic slots are due now
+        # steps [start, end) at which no periodic slot is due (the steps between two logging
+        # steps): moving through them changes nothing, and costs one comparison
+        self._quiet = range(0)
         self._now = dict(self._listeners)  # event -> the slots it reaches at this step
         self.at_step(0)
 
-    def at_step(self, step: int) -> None:
+    def at_step(self, step: int) -> bool:
         """The run is at ``step`` now: a periodic plugin's batch events reach it only if
-        ``step`` is a multiple of its ``every``."""
+        ``step`` is a multiple of its ``every``. Returns whether that changed which plugins
+        the batch events reach."""
+        if step in self._quiet:  # (most steps)
+            return False
         due = tuple(step % s.every == 0 for s in self._periodic)
-        if due == self._due:  # (most steps: the same plugins as the step before)
-            return
+        if any(due):
+            self._quiet = range(0)
+        else:  # until the next multiple of some plugin's every (no periodic plugin: forever)
+            self._quiet = range(step, min((step // s.every + 1) * s.every
+                                          for s in self._periodic) if self._periodic
+                                else step + 2 ** 62)
+        if due == self._due:
+            return False
         self._due = due
         skipped = {s for s, d in zip(self._periodic, due) if not d}
         for event in BATCH_EVENTS:
             self._now[event] = [s for s in self._listeners[event] if s not in skipped]
+        return True
 
     def listens_now(self, event: str) -> bool:
         """Whether ``event`` reaches an enabled plugin at this step."""
-        return any(s.enabled for s in self._now[event])
+        slots = self._now[event]
+        return bool(slots) and any(s.enabled for s in slots)
 
     def call(self, slot: Slot, event: str, kwargs: dict, policy: FailurePolicy | None = None,
              *, disabled_too: bool = False) -> Any:

@@ -301,13 +301,16 @@ class Run:
             self._warn_no_optimizer()
         if self._auto_batches:
             keep(self.model.register_forward_pre_hook(self._on_root_forward))
-        self._follow_step()
+        self._follow_step(settle=True)
 
-    def _follow_step(self) -> None:
+    def _follow_step(self, settle: bool = False) -> None:
         """Tell the dispatcher the step, and hold the end-of-backward signal only while it is
         needed (a step without an optimizer ends with a backward; else, a plugin's
-        ``on_after_backward`` is due): it costs a hook call per parameter per backward."""
-        self._dispatcher.at_step(self.step)
+        ``on_after_backward`` is due): it costs a hook call per parameter per backward.
+        Decided when the due plugins change (and to ``settle`` it after a jump of the step):
+        the signal of a plugin disabled in between is released at the next change."""
+        if not self._dispatcher.at_step(self.step) and not settle:
+            return  # (most steps: nothing changed)
         if self._state != "running":
             return
         needed = self.optimizer is None or self._dispatcher.listens_now("on_after_backward")
@@ -393,9 +396,9 @@ class Run:
         on (if the optimizer stepped)."""
         if not self._in_batch:
             return
-        merged = {**self._metrics, **(metrics or {})}
-        self._metrics = {}
-        self._dispatcher.fire("on_batch_end", metrics=merged)
+        logged, self._metrics = self._metrics, {}
+        if self._dispatcher.listens_now("on_batch_end"):
+            self._dispatcher.fire("on_batch_end", metrics={**logged, **(metrics or {})})
         self._in_batch = False
         if self._stepped:
             self._steps_since_telemetry += 1
@@ -524,7 +527,7 @@ class Run:
 
     def load_state_dict(self, state: dict) -> None:
         self.step = int(state["step"])
-        self._follow_step()
+        self._follow_step(settle=True)
         self.epoch = int(state["epoch"])
         self.skipped_steps = int(state.get("skipped_steps", 0))
         for s in self._dispatcher.slots:

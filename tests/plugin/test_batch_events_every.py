@@ -67,6 +67,17 @@ def test_batch_events_reach_the_plugin_on_its_steps_only():
     assert [e for e, s in every3.seen if s == 3] == BATCH
 
 
+def test_plugins_of_different_periods_each_hear_their_own_steps():
+    model, opt = setup_model()
+    every3, every5 = Recorder(3), Recorder(5, name="every5")
+    with gl.watch(model, opt, writer=MemoryWriter(), plugins=[every3, every5],
+                  strict=True) as run:
+        user_loop(run, model, opt, make_batches(16))
+    for event in BATCH:
+        assert _steps(every3.seen, event) == [0, 3, 6, 9, 12, 15], event
+        assert _steps(every5.seen, event) == [0, 5, 10, 15], event
+
+
 def test_the_end_of_backward_signal_is_held_only_while_a_listener_is_due():
     model, opt = setup_model()
     plugin = BackwardOnly(2)
@@ -119,6 +130,19 @@ def test_a_resumed_run_hears_its_steps_from_the_restored_one():
     with run:
         user_loop(run, model, opt, make_batches(3))
     assert _steps(plugin.seen, "batch_end") == [4]
+
+
+@pytest.mark.parametrize("restored", [0, 5, 8, 13])
+def test_a_run_resumed_at_any_step_hears_the_multiples_after_it(restored):
+    model, opt = setup_model()
+    state = {**Run(model, opt, writer=MemoryWriter()).state_dict(), "step": restored}
+    plugin = Recorder(4)
+    run = Run(model, opt, writer=MemoryWriter(), plugins=[plugin], strict=True)
+    run.load_state_dict(state)
+    with run:
+        user_loop(run, model, opt, make_batches(6))
+    assert _steps(plugin.seen, "batch_end") == [s for s in range(restored, restored + 6)
+                                                if s % 4 == 0]
 
 
 @pytest.mark.parametrize("value", [0, -2, 1.5, "2", True, None])
