@@ -180,6 +180,25 @@ def interleaved_copies(contenders: dict[str, Copies], *, blocks: int,
                        after_block={name: c.end_block for name, c in contenders.items()})
 
 
+def bootstrap_interval(timings: dict[str, Timing],
+                       statistic: Callable[[dict[str, np.ndarray]], float], *,
+                       resamples: int = 2000, level: float = 0.9,
+                       seed: int = 0) -> tuple[float, float]:
+    """How precisely one run measures ``statistic`` (a number computed from every contender's
+    per-block times, e.g. a ratio of medians): its ``level`` interval over resamplings of the
+    rounds with replacement. A round (one block of each contender, in :func:`interleaved`) is
+    the unit resampled, so the contenders' blocks stay paired as they were timed."""
+    names = list(timings)
+    samples = np.array([timings[n].samples for n in names])  # contenders x rounds
+    picks = np.random.default_rng(seed).integers(0, samples.shape[1],
+                                                 (resamples, samples.shape[1]))
+    values = np.array([statistic(dict(zip(names, samples[:, pick]))) for pick in picks])
+    tail = (1.0 - level) / 2
+    # (no interpolation: a resampling may give an infinite ratio)
+    return (float(np.quantile(values, tail, method="lower")),
+            float(np.quantile(values, 1.0 - tail, method="higher")))
+
+
 def cycler(model: Any, batches: list) -> Callable[[], Any]:
     """A no-argument step function that feeds ``model.step`` the batches in turn."""
     state = {"i": 0}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import tempfile
 
+import numpy as np
 import pytest
 
 from benchmarks import run as bench
@@ -65,6 +66,34 @@ def test_interleaved_copies_warms_every_copy_up_then_times_them_in_turn():
     assert warm_up == ["a", "a", "a|", "b", "b", "b|"]
     assert timed == ["a", "a", "a|", "b", "b", "b|", "a", "a", "a|"]
     assert len(t["x"].samples) == 3
+
+
+def test_bootstrap_interval_resamples_whole_rounds():
+    import statistics
+
+    from benchmarks.common import Timing, bootstrap_interval
+
+    def ratio(samples):
+        return float(statistics.median(samples["b"]) / statistics.median(samples["a"]))
+
+    # the machine slows every contender alike from round to round: resampled rounds keep b's
+    # blocks paired with a's, so the ratio stays exact
+    drift = [1.0, 3.0, 2.0, 5.0, 4.0]
+    paired = {"a": Timing("a", drift), "b": Timing("b", [1.1 * x for x in drift])}
+    low, high = bootstrap_interval(paired, ratio)
+    assert low == pytest.approx(1.1) and high == pytest.approx(1.1)
+    # noise of its own in b: the interval holds the run's ratio and has a width
+    rng = np.random.default_rng(1)
+    noisy = {"a": Timing("a", [1.0] * 40),
+             "b": Timing("b", list(1.1 + 0.05 * rng.standard_normal(40)))}
+    low, high = bootstrap_interval(noisy, ratio, level=0.9)
+    assert low < ratio({k: v.samples for k, v in noisy.items()}) < high
+    assert 0.005 < high - low < 0.08
+    # more rounds of the same noise: a narrower interval
+    more = {"a": Timing("a", [1.0] * 400),
+            "b": Timing("b", list(1.1 + 0.05 * rng.standard_normal(400)))}
+    low_more, high_more = bootstrap_interval(more, ratio, level=0.9)
+    assert high_more - low_more < (high - low) / 2
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
