@@ -16,7 +16,9 @@ still owes is charged to the variant that queued it); wandb's histograms are com
 training thread, and what its service process does later is not charged to it. Also reported:
 the process's CPU time (gradlog's writer thread counted, wandb's process not) and the training
 thread's alone. The targets: watch <= 1.03x bare, histogram + grad-norm <= 1.05x bare, and
-gradlog's overhead (time above bare) at most half of wandb's. ``--quick`` checks that the
+gradlog's overhead (time above bare) at most half of wandb's. That last ratio divides two
+differences of about 1% and 5% of a step, so block noise moves it a lot: each run also gives its
+90% interval (bootstrap over the rounds of blocks). ``--quick`` checks that the
 watched runs train bit-identically to the bare one (observers leave the trajectory alone) and
 times nothing.
 """
