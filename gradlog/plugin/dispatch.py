@@ -132,9 +132,8 @@ class Dispatcher:
         if any(due):
             self._quiet = range(0)
         else:  # until the next multiple of some plugin's every (no periodic plugin: forever)
-            self._quiet = range(step, min((step // s.every + 1) * s.every
-                                          for s in self._periodic) if self._periodic
-                                else step + 2 ** 62)
+            self._quiet = range(step, min(((step // s.every + 1) * s.every
+                                           for s in self._periodic), default=step + 2 ** 62))
         if due == self._due:
             return False
         self._due = due
