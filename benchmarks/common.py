@@ -185,14 +185,29 @@ def bootstrap_interval(timings: dict[str, Timing],
                        resamples: int = 2000, level: float = 0.9,
                        seed: int = 0) -> tuple[float, float]:
     """How precisely one run measures ``statistic`` (a number computed from every contender's
-    per-block times, e.g. a ratio of medians): its ``level`` interval over resamplings of the
-    rounds with replacement. A round (one block of each contender, in :func:`interleaved`) is
-    the unit resampled, so the contenders' blocks stay paired as they were timed."""
-    names = list(timings)
-    samples = np.array([timings[n].samples for n in names])  # contenders x rounds
-    picks = np.random.default_rng(seed).integers(0, samples.shape[1],
-                                                 (resamples, samples.shape[1]))
-    values = np.array([statistic(dict(zip(names, samples[:, pick]))) for pick in picks])
+    per-block times, e.g. a ratio of medians): :func:`pooled_bootstrap_interval` of the run
+    alone."""
+    return pooled_bootstrap_interval([{n: t.samples for n, t in timings.items()}],
+                                     lambda runs: statistic(runs[0]), resamples=resamples,
+                                     level=level, seed=seed)
+
+
+def pooled_bootstrap_interval(runs: list[dict[str, Any]],
+                              statistic: Callable[[list[dict[str, np.ndarray]]], float], *,
+                              resamples: int = 2000, level: float = 0.9,
+                              seed: int = 0) -> tuple[float, float]:
+    """The ``level`` interval of ``statistic`` over several runs (each ``{contender: per-block
+    times}``), from resamplings of each run's rounds with replacement, within the run. A round
+    (one block of each contender, in :func:`interleaved`) is the unit resampled, so the
+    contenders' blocks stay paired as they were timed."""
+    names = [list(run) for run in runs]
+    # (per run: contenders x rounds)
+    samples = [np.array([run[n] for n in ns]) for run, ns in zip(runs, names)]
+    rng = np.random.default_rng(seed)
+    picks = [rng.integers(0, s.shape[1], (resamples, s.shape[1])) for s in samples]
+    values = np.array([statistic([dict(zip(ns, s[:, p[k]]))
+                                  for ns, s, p in zip(names, samples, picks)])
+                       for k in range(resamples)])
     tail = (1.0 - level) / 2
     # (no interpolation: a resampling may give an infinite ratio)
     return (float(np.quantile(values, tail, method="lower")),

@@ -47,6 +47,8 @@ def _print(name: str, result: Any) -> None:
                 print(f"  {k:<28} {v:.4g}")
             elif isinstance(v, tuple) and all(isinstance(b, float) for b in v):  # an interval
                 print(f"  {k:<28} [" + ", ".join(f"{b:.4g}" for b in v) + "]")
+            elif isinstance(v, dict) and any(isinstance(b, list) for b in v.values()):
+                print(f"  {k:<28} (per block: in the --json file)")
             elif isinstance(v, dict):
                 print(f"  {k}: " + ", ".join(f"{a}={b:.4g}" if isinstance(b, float) else
                                              f"{a}={b}" for a, b in v.items()))

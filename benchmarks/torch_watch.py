@@ -25,14 +25,23 @@ times nothing.
 
 from __future__ import annotations
 
-import functools
+import json
 import os
+import sys
 import tempfile
 from typing import Any
 
 import numpy as np
 
-from .common import Copies, Timing, bootstrap_interval, cycler, interleaved_copies, torch_or_none
+from .common import (
+    Copies,
+    Timing,
+    bootstrap_interval,
+    cycler,
+    interleaved_copies,
+    pooled_bootstrap_interval,
+    torch_or_none,
+)
 from .mlp import TorchMLP, make_batches, make_weights
 
 PER_BLOCK = 100  # steps per timing block: one logging step at every=100 in each
@@ -61,12 +70,16 @@ def _wandb_watched(weights: list, logdir: str) -> tuple[list[TorchMLP], Any] | N
     return models, run
 
 
-def _overhead_over_wandbs(name: str, samples: dict[str, np.ndarray]) -> float:
-    """``name``'s time above bare over wandb.watch's (the anchor), from the blocks' times by
-    one clock: medians, against both bare contenders' blocks together, as the ratios to bare."""
-    bare = np.median(np.concatenate([samples["bare"], samples["bare again"]]))
-    ours = np.median(samples[name]) / bare - 1
-    theirs = np.median(samples["wandb.watch"]) / bare - 1
+def _overhead_over_wandbs(name: str, runs: list[dict[str, np.ndarray]]) -> float:
+    """``name``'s time above bare over wandb.watch's (the anchor), from the blocks' times of
+    one or more runs by one clock: in each run medians, against both bare contenders' blocks
+    together, as the ratios to bare; over several runs, the sum of gradlog's overheads over
+    the sum of wandb's."""
+    ours = theirs = 0.0
+    for samples in runs:
+        bare = np.median(np.concatenate([samples["bare"], samples["bare again"]]))
+        ours += np.median(samples[name]) / bare - 1
+        theirs += np.median(samples["wandb.watch"]) / bare - 1
     return float(ours / theirs) if theirs > 0 else float("inf")
 
 
@@ -133,13 +146,41 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
         for name in ("histogram+grad-norm", "weight+grad histograms+grad-norm"):
             for suffix, (_, field) in clocks.items():
                 out[f"{name} overhead / wandb's{suffix}"] = _overhead_over_wandbs(
-                    name, {k: np.array(getattr(v, field)) for k, v in t.items()})
+                    name, [{k: np.array(getattr(v, field)) for k, v in t.items()}])
             # (the wall clock's, from resampled rounds: how far this run's noise can move it)
             out[f"{name} overhead / wandb's, 90% interval"] = bootstrap_interval(
-                t, functools.partial(_overhead_over_wandbs, name))
+                t, lambda samples, name=name: _overhead_over_wandbs(name, [samples]))
             out["targets"][f"{name}: overhead <= 0.5 x wandb's"] = (
                 out[f"{name} overhead / wandb's"] <= 0.5)
     else:
         out["wandb"] = "not installed: the anchor was not measured"
     out["stat"] = "median (wall clock)"
+    # (for pooling runs: python -m benchmarks.torch_watch RESULTS.json ...)
+    out["block_seconds"] = {k: v.samples for k, v in t.items()}
     return {"W7": out}
+
+
+def pooled(paths: list[str]) -> dict[str, Any]:
+    """The anchor over several W7 runs (their ``--json`` files): each run's own, and all of
+    them together (gradlog's overheads added up over wandb's added up), each with its 90%
+    interval from the rounds resampled within each run. Runs are separate processes, so the
+    memory placement that makes identical models differ by up to 2% is drawn anew in each."""
+    runs = []
+    for path in paths:
+        with open(path) as f:
+            blocks = json.load(f)["results"]["W7"]["block_seconds"]
+        runs.append({k: np.array(v) for k, v in blocks.items()})
+    out: dict[str, Any] = {"runs": len(runs)}
+    for name in ("histogram+grad-norm", "weight+grad histograms+grad-norm"):
+        def anchor(some: list, name: str = name) -> float:
+            return _overhead_over_wandbs(name, some)
+        out[f"{name} overhead / wandb's, each run"] = [anchor([r]) for r in runs]
+        out[f"{name} overhead / wandb's, pooled"] = anchor(runs)
+        out[f"{name} overhead / wandb's, pooled, 90% interval"] = pooled_bootstrap_interval(
+            runs, anchor)
+    return out
+
+
+if __name__ == "__main__":
+    for key, value in pooled(sys.argv[1:]).items():
+        print(f"{key}: {value}")

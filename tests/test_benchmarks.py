@@ -96,6 +96,36 @@ def test_bootstrap_interval_resamples_whole_rounds():
     assert high_more - low_more < (high - low) / 2
 
 
+def test_w7_pools_runs_as_their_overheads_added_up(tmp_path):
+    from benchmarks.torch_watch import pooled
+
+    def run(bare, ours, theirs, noise):
+        blocks = {"bare": [bare] * 30, "bare again": [bare] * 30,
+                  "histogram+grad-norm": list(ours * (1 + np.array(noise))),
+                  "weight+grad histograms+grad-norm": [ours] * 30,
+                  "wandb.watch": [theirs] * 30}
+        return {"results": {"W7": {"block_seconds": blocks}}}
+
+    quiet = [0.0] * 30
+    noisy = list(0.004 * np.random.default_rng(2).standard_normal(30))
+    paths = []
+    # the second run's machine is twice as slow: each run's overheads are its own ratios
+    for i, blocks in enumerate([run(1.0, 1.02, 1.04, quiet), run(2.0, 2.02, 2.12, noisy)]):
+        paths.append(tmp_path / f"w7-{i}.json")
+        paths[-1].write_text(json.dumps(blocks))
+    out = pooled([str(p) for p in paths])
+    each = out["weight+grad histograms+grad-norm overhead / wandb's, each run"]
+    assert each == pytest.approx([0.5, 1 / 6])
+    assert out["weight+grad histograms+grad-norm overhead / wandb's, pooled"] == pytest.approx(
+        (0.02 + 0.01) / (0.04 + 0.06))
+    low, high = out["weight+grad histograms+grad-norm overhead / wandb's, pooled, 90% interval"]
+    assert low == pytest.approx(0.3) and high == pytest.approx(0.3)  # no noise, no width
+    # noise in one run's blocks widens the pooled interval around the pooled value
+    low, high = out["histogram+grad-norm overhead / wandb's, pooled, 90% interval"]
+    assert low < out["histogram+grad-norm overhead / wandb's, pooled"] < high
+    assert high - low > 0.01
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
 def test_balanced_orders_put_each_contender_everywhere_and_after_every_other_equally(n):
     from collections import Counter
