@@ -25,6 +25,7 @@ times nothing.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -162,8 +163,8 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
 
 def pooled(paths: list[str]) -> dict[str, Any]:
     """The anchor over several W7 runs (their ``--json`` files): each run's own, and all of
-    them together (gradlog's overheads added up over wandb's added up), each with its 90%
-    interval from the rounds resampled within each run. Runs are separate processes, so the
+    them together (gradlog's overheads added up over wandb's added up) with its 90% interval
+    from the rounds resampled within each run. Runs are separate processes, so the
     memory placement that makes identical models differ by up to 2% is drawn anew in each."""
     runs = []
     for path in paths:
@@ -172,8 +173,7 @@ def pooled(paths: list[str]) -> dict[str, Any]:
         runs.append({k: np.array(v) for k, v in blocks.items()})
     out: dict[str, Any] = {"runs": len(runs)}
     for name in ("histogram+grad-norm", "weight+grad histograms+grad-norm"):
-        def anchor(some: list, name: str = name) -> float:
-            return _overhead_over_wandbs(name, some)
+        anchor = functools.partial(_overhead_over_wandbs, name)
         out[f"{name} overhead / wandb's, each run"] = [anchor([r]) for r in runs]
         out[f"{name} overhead / wandb's, pooled"] = anchor(runs)
         out[f"{name} overhead / wandb's, pooled, 90% interval"] = pooled_bootstrap_interval(
