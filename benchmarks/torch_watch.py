@@ -5,14 +5,17 @@ what ``wandb.watch(log="all")`` logs), and under ``wandb.watch(log="all", log_fr
 offline mode when wandb is installed (the anchor users know).
 
 Side by side in one run, interleaved in blocks of 100 steps (each block holds exactly one
-logging step of every=100 / log_freq=100), medians of the per-step time. Each contender is
-three copies of its model (each with its own gl.watch run), timed a block each in turn:
-identical bare models differ here by up to 2%, from where their memory lies, as much as the
-differences measured. A second bare contender ("bare again", the same step) measures the run's
-own noise: its ratio to bare is what the machine alone makes of no difference at all; the
-watched contenders are compared with both bare contenders' blocks together. The clock is W4b-W4g's:
-**wall-clock** time, each gradlog block ending with ``writer.flush()`` (what the writer's thread
-still owes is charged to the variant that queued it); wandb's histograms are computed on the
+logging step of every=100 / log_freq=100), in rounds of one block of every contender; each
+ratio to bare is the median over the rounds of a block's time over the bare blocks' of its
+round, since the machine's speed drifts between rounds by more than the differences measured.
+Each contender is three copies of its model (each with its own gl.watch run), timed a block
+each in turn: identical bare models differ here by up to 2%, from where their memory lies, as
+much as the differences measured. A second bare contender ("bare again", the same step)
+measures the run's own noise: its ratio to bare is what the machine alone makes of no
+difference at all; the watched contenders are compared with the mean of both bare
+contenders' blocks. The clock is W4b-W4g's: **wall-clock** time, each gradlog block ending
+with ``writer.flush()`` (what the writer's thread still owes is charged to the variant that
+queued it); wandb's histograms are computed on the
 training thread, and what its service process does later is not charged to it. Also reported:
 the process's CPU time (gradlog's writer thread counted, wandb's process not) and the training
 thread's alone. The targets: watch <= 1.03x bare, histogram + grad-norm <= 1.05x bare, and
@@ -36,7 +39,6 @@ import numpy as np
 
 from .common import (
     Copies,
-    Timing,
     bootstrap_interval,
     cycler,
     interleaved_copies,
@@ -71,16 +73,22 @@ def _wandb_watched(weights: list, logdir: str) -> tuple[list[TorchMLP], Any] | N
     return models, run
 
 
+def _over_bare(samples: dict[str, np.ndarray], name: str) -> float:
+    """``name``'s time over bare's, paired by round: the median over the rounds of its block
+    over the mean of the two bare contenders' blocks of the same round (six models). A round's
+    blocks run within two seconds of one another, so the pairing cancels how the machine's
+    speed drifts between rounds (here one contender's blocks range over +-20% of their
+    median), which a ratio of each contender's own median keeps in."""
+    bare = (samples["bare"] + samples["bare again"]) / 2
+    return float(np.median(samples[name] / bare))
+
+
 def _overhead_over_wandbs(name: str, runs: list[dict[str, np.ndarray]]) -> float:
     """``name``'s time above bare over wandb.watch's (the anchor), from the blocks' times of
-    one or more runs by one clock: in each run medians, against both bare contenders' blocks
-    together, as the ratios to bare; over several runs, the sum of gradlog's overheads over
-    the sum of wandb's."""
-    ours = theirs = 0.0
-    for samples in runs:
-        bare = np.median(np.concatenate([samples["bare"], samples["bare again"]]))
-        ours += np.median(samples[name]) / bare - 1
-        theirs += np.median(samples["wandb.watch"]) / bare - 1
+    one or more runs by one clock (:func:`_over_bare`); over several runs, the sum of
+    gradlog's overheads over the sum of wandb's."""
+    ours = sum(_over_bare(samples, name) - 1 for samples in runs)
+    theirs = sum(_over_bare(samples, "wandb.watch") - 1 for samples in runs)
     return float(ours / theirs) if theirs > 0 else float("inf")
 
 
@@ -129,25 +137,25 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
         for close in closers:
             close()
     out: dict[str, Any] = {f"{k}_s": v.median for k, v in t.items()}
-    clocks = {"": ("median", "samples"), " (process cpu)": ("cpu_median", "cpu_samples"),
+    clocks = {"": "samples", " (process cpu)": "cpu_samples",
               # (the training thread alone: the writer's thread and wandb's process not in it)
-              " (training thread cpu)": ("thread_median", "thread_samples")}
-    # Every watched contender is compared with both bare ones' blocks together (six models),
-    # so its ratio rests less on one contender's luck; "bare again/bare" shows that luck.
-    pooled = Timing("bare", *(getattr(t["bare"], f) + getattr(t["bare again"], f)
-                              for f in ("samples", "cpu_samples", "thread_samples")))
-    for k in t:
-        if k != "bare":
-            reference = t["bare"] if k == "bare again" else pooled
-            for suffix, (stat, _) in clocks.items():
-                out[f"{k}/bare{suffix}"] = getattr(t[k], stat) / getattr(reference, stat)
+              " (training thread cpu)": "thread_samples"}
+    by_clock = {suffix: {k: np.array(getattr(v, field)) for k, v in t.items()}
+                for suffix, field in clocks.items()}
+    for suffix, samples in by_clock.items():
+        # (what the machine alone makes of no difference at all, paired by round as well)
+        out[f"bare again/bare{suffix}"] = float(np.median(samples["bare again"]
+                                                          / samples["bare"]))
+        for k in t:
+            if k not in ("bare", "bare again"):
+                out[f"{k}/bare{suffix}"] = _over_bare(samples, k)
     out["targets"] = {"watch/bare <= 1.03": out["watch/bare"] <= 1.03,
                       "histogram+grad-norm/bare <= 1.05": out["histogram+grad-norm/bare"] <= 1.05}
     if "wandb.watch" in t:
         for name in ("histogram+grad-norm", "weight+grad histograms+grad-norm"):
-            for suffix, (_, field) in clocks.items():
+            for suffix, samples in by_clock.items():
                 out[f"{name} overhead / wandb's{suffix}"] = _overhead_over_wandbs(
-                    name, [{k: np.array(getattr(v, field)) for k, v in t.items()}])
+                    name, [samples])
             # (the wall clock's, from resampled rounds: how far this run's noise can move it)
             out[f"{name} overhead / wandb's, 90% interval"] = bootstrap_interval(
                 t, lambda samples, name=name: _overhead_over_wandbs(name, [samples]))
@@ -155,7 +163,7 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
                 out[f"{name} overhead / wandb's"] <= 0.5)
     else:
         out["wandb"] = "not installed: the anchor was not measured"
-    out["stat"] = "median (wall clock)"
+    out["stat"] = "median over rounds of block / the round's bare blocks (wall clock)"
     # (for pooling runs: python -m benchmarks.torch_watch RESULTS.json ...)
     out["block_seconds"] = {k: v.samples for k, v in t.items()}
     return {"W7": out}
