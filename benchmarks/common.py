@@ -180,24 +180,13 @@ def interleaved_copies(contenders: dict[str, Copies], *, blocks: int,
                        after_block={name: c.end_block for name, c in contenders.items()})
 
 
-def bootstrap_interval(timings: dict[str, Timing],
-                       statistic: Callable[[dict[str, np.ndarray]], float], *,
+def bootstrap_interval(runs: list[dict[str, Any]],
+                       statistic: Callable[[list[dict[str, np.ndarray]]], float], *,
                        resamples: int = 2000, level: float = 0.9,
                        seed: int = 0) -> tuple[float, float]:
-    """How precisely one run measures ``statistic`` (a number computed from every contender's
-    per-block times, e.g. a ratio of medians): :func:`pooled_bootstrap_interval` of the run
-    alone."""
-    return pooled_bootstrap_interval([{n: t.samples for n, t in timings.items()}],
-                                     lambda runs: statistic(runs[0]), resamples=resamples,
-                                     level=level, seed=seed)
-
-
-def pooled_bootstrap_interval(runs: list[dict[str, Any]],
-                              statistic: Callable[[list[dict[str, np.ndarray]]], float], *,
-                              resamples: int = 2000, level: float = 0.9,
-                              seed: int = 0) -> tuple[float, float]:
-    """The ``level`` interval of ``statistic`` over several runs (each ``{contender: per-block
-    times}``), from resamplings of each run's rounds with replacement, within the run. A round
+    """How precisely one or more runs (each ``{contender: per-block times}``) measure
+    ``statistic`` (a number computed from them, e.g. a ratio of medians): its ``level``
+    interval over resamplings of each run's rounds with replacement, within the run. A round
     (one block of each contender, in :func:`interleaved`) is the unit resampled, so the
     contenders' blocks stay paired as they were timed."""
     names = [list(run) for run in runs]

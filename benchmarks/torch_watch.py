@@ -15,15 +15,14 @@ measures the run's own noise: its ratio to bare is what the machine alone makes 
 difference at all; the watched contenders are compared with the mean of both bare
 contenders' blocks. The clock is W4b-W4g's: **wall-clock** time, each gradlog block ending
 with ``writer.flush()`` (what the writer's thread still owes is charged to the variant that
-queued it); wandb's histograms are computed on the
-training thread, and what its service process does later is not charged to it. Also reported:
-the process's CPU time (gradlog's writer thread counted, wandb's process not) and the training
-thread's alone. The targets: watch <= 1.03x bare, histogram + grad-norm <= 1.05x bare, and
-gradlog's overhead (time above bare) at most half of wandb's. That last ratio divides two
-differences of about 1% and 5% of a step, so block noise moves it a lot: each run also gives its
-90% interval (bootstrap over the rounds of blocks). ``--quick`` checks that the
-watched runs train bit-identically to the bare one (observers leave the trajectory alone) and
-times nothing.
+queued it); wandb's histograms are computed on the training thread, and what its service
+process does later is not charged to it. Also reported: the process's CPU time (gradlog's
+writer thread counted, wandb's process not) and the training thread's alone. The targets:
+watch <= 1.03x bare, histogram + grad-norm <= 1.05x bare, and gradlog's overhead (time above
+bare) at most half of wandb's. That last ratio divides two differences of about 1% and 5% of a
+step, so block noise moves it a lot: each run also gives its 90% interval (bootstrap over the
+rounds of blocks). ``--quick`` checks that the watched runs train bit-identically to the bare
+one (observers leave the trajectory alone) and times nothing.
 """
 
 from __future__ import annotations
@@ -37,14 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import (
-    Copies,
-    bootstrap_interval,
-    cycler,
-    interleaved_copies,
-    pooled_bootstrap_interval,
-    torch_or_none,
-)
+from .common import Copies, bootstrap_interval, cycler, interleaved_copies, torch_or_none
 from .mlp import TorchMLP, make_batches, make_weights
 
 PER_BLOCK = 100  # steps per timing block: one logging step at every=100 in each
@@ -73,14 +65,18 @@ def _wandb_watched(weights: list, logdir: str) -> tuple[list[TorchMLP], Any] | N
     return models, run
 
 
-def _over_bare(samples: dict[str, np.ndarray], name: str) -> float:
-    """``name``'s time over bare's, paired by round: the median over the rounds of its block
-    over the mean of the two bare contenders' blocks of the same round (six models). A round's
+def _paired(blocks: np.ndarray, reference: np.ndarray) -> float:
+    """The median over the rounds of ``blocks`` over ``reference``, round by round. A round's
     blocks run within two seconds of one another, so the pairing cancels how the machine's
     speed drifts between rounds (here one contender's blocks range over +-20% of their
     median), which a ratio of each contender's own median keeps in."""
-    bare = (samples["bare"] + samples["bare again"]) / 2
-    return float(np.median(samples[name] / bare))
+    return float(np.median(blocks / reference))
+
+
+def _over_bare(samples: dict[str, np.ndarray], name: str) -> float:
+    """``name``'s time over bare's: :func:`_paired` against the mean of the two bare
+    contenders' blocks of each round (six models)."""
+    return _paired(samples[name], (samples["bare"] + samples["bare again"]) / 2)
 
 
 def _overhead_over_wandbs(name: str, runs: list[dict[str, np.ndarray]]) -> float:
@@ -144,8 +140,7 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
                 for suffix, field in clocks.items()}
     for suffix, samples in by_clock.items():
         # (what the machine alone makes of no difference at all, paired by round as well)
-        out[f"bare again/bare{suffix}"] = float(np.median(samples["bare again"]
-                                                          / samples["bare"]))
+        out[f"bare again/bare{suffix}"] = _paired(samples["bare again"], samples["bare"])
         for k in t:
             if k not in ("bare", "bare again"):
                 out[f"{k}/bare{suffix}"] = _over_bare(samples, k)
@@ -153,12 +148,12 @@ def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
                       "histogram+grad-norm/bare <= 1.05": out["histogram+grad-norm/bare"] <= 1.05}
     if "wandb.watch" in t:
         for name in ("histogram+grad-norm", "weight+grad histograms+grad-norm"):
+            anchor = functools.partial(_overhead_over_wandbs, name)
             for suffix, samples in by_clock.items():
-                out[f"{name} overhead / wandb's{suffix}"] = _overhead_over_wandbs(
-                    name, [samples])
+                out[f"{name} overhead / wandb's{suffix}"] = anchor([samples])
             # (the wall clock's, from resampled rounds: how far this run's noise can move it)
             out[f"{name} overhead / wandb's, 90% interval"] = bootstrap_interval(
-                t, lambda samples, name=name: _overhead_over_wandbs(name, [samples]))
+                [by_clock[""]], anchor)
             out["targets"][f"{name}: overhead <= 0.5 x wandb's"] = (
                 out[f"{name} overhead / wandb's"] <= 0.5)
     else:
@@ -184,7 +179,7 @@ def pooled(paths: list[str]) -> dict[str, Any]:
         anchor = functools.partial(_overhead_over_wandbs, name)
         out[f"{name} overhead / wandb's, each run"] = [anchor([r]) for r in runs]
         out[f"{name} overhead / wandb's, pooled"] = anchor(runs)
-        out[f"{name} overhead / wandb's, pooled, 90% interval"] = pooled_bootstrap_interval(
+        out[f"{name} overhead / wandb's, pooled, 90% interval"] = bootstrap_interval(
             runs, anchor)
     return out
 

@@ -71,28 +71,27 @@ def test_interleaved_copies_warms_every_copy_up_then_times_them_in_turn():
 def test_bootstrap_interval_resamples_whole_rounds():
     import statistics
 
-    from benchmarks.common import Timing, bootstrap_interval
+    from benchmarks.common import bootstrap_interval
 
-    def ratio(samples):
+    def ratio(runs):
+        (samples,) = runs
         return float(statistics.median(samples["b"]) / statistics.median(samples["a"]))
 
     # the machine slows every contender alike from round to round: resampled rounds keep b's
     # blocks paired with a's, so the ratio stays exact
     drift = [1.0, 3.0, 2.0, 5.0, 4.0]
-    paired = {"a": Timing("a", drift), "b": Timing("b", [1.1 * x for x in drift])}
-    low, high = bootstrap_interval(paired, ratio)
+    paired = {"a": drift, "b": [1.1 * x for x in drift]}
+    low, high = bootstrap_interval([paired], ratio)
     assert low == pytest.approx(1.1) and high == pytest.approx(1.1)
     # noise of its own in b: the interval holds the run's ratio and has a width
     rng = np.random.default_rng(1)
-    noisy = {"a": Timing("a", [1.0] * 40),
-             "b": Timing("b", list(1.1 + 0.05 * rng.standard_normal(40)))}
-    low, high = bootstrap_interval(noisy, ratio, level=0.9)
-    assert low < ratio({k: v.samples for k, v in noisy.items()}) < high
+    noisy = {"a": [1.0] * 40, "b": list(1.1 + 0.05 * rng.standard_normal(40))}
+    low, high = bootstrap_interval([noisy], ratio, level=0.9)
+    assert low < ratio([noisy]) < high
     assert 0.005 < high - low < 0.08
     # more rounds of the same noise: a narrower interval
-    more = {"a": Timing("a", [1.0] * 400),
-            "b": Timing("b", list(1.1 + 0.05 * rng.standard_normal(400)))}
-    low_more, high_more = bootstrap_interval(more, ratio, level=0.9)
+    more = {"a": [1.0] * 400, "b": list(1.1 + 0.05 * rng.standard_normal(400))}
+    low_more, high_more = bootstrap_interval([more], ratio, level=0.9)
     assert high_more - low_more < (high - low) / 2
 
 
