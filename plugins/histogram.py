@@ -164,6 +164,8 @@ class Histogram(Plugin):
 
     # -- events (on the logging steps only) -------------------------------------------------
     def on_batch_start(self, run: Any) -> None:
+        if run.micro_batch:  # weights and activations once a step: its first micro-batch's
+            return
         self._raw.clear()
         self._local_raw.clear()
         self._before.clear()
@@ -174,11 +176,10 @@ class Histogram(Plugin):
             self._attach_activation_hooks(run)
 
     def on_after_backward(self, run: Any) -> None:
-        self._detach_activation_hooks(run)
         if "grad_raw" not in self._kinds:
             return
-        # Copied: a mutator may change .grad in place before the step. With gradient
-        # accumulation a later backward replaces this snapshot, so the step's total is kept.
+        # Copied: a mutator may change .grad in place before the step. (Fired when the
+        # optimizer is about to step: with gradient accumulation, the step's total.)
         self._raw = {n: np.array(run.engine.to_numpy(p.grad)) for n, p in self._param_list
                      if p.grad is not None}
 
@@ -246,6 +247,17 @@ class Histogram(Plugin):
         for name, module in self._module_list:
             self._act_handles.append(
                 run.hooks.register_forward_hook(module, self._activation_hook(run, name)))
+        # (registered last: after the leaves' hooks when the root is itself a leaf)
+        self._act_handles.append(
+            run.hooks.register_forward_hook(run.model, self._forward_done(run)))
+
+    def _forward_done(self, run: Any) -> Any:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            # the step's first training forward of the whole model is over: its activations
+            # are the step's (with gradient accumulation, the first micro-batch's)
+            if run.phase == "train":
+                self._detach_activation_hooks(run)
+        return hook
 
     def _detach_activation_hooks(self, run: Any) -> None:
         if not self._act_handles:

@@ -1,10 +1,13 @@
-"""The ``Run``: one training run with plugins attached, and the event driver shared by
-``gradlog train`` and ``gl.watch``. Each plugin sees it through its own ``PluginRun``
-(``view.py``); what differs between engines is asked of ``run.engine``.
+"""The ``Run``: one training run with plugins attached, as its users see it: the logging API,
+the plugins' lifecycle (setup, hooks, teardown) and the checkpoint state. Its step, epoch, phase
+and batch state belong to its ``StepDriver`` (``steps.py``, ``run.driver``), which fires the
+loop events; in ``gl.watch`` the ``WatchAdapter`` (``adapter.py``) drives it from hooks. Each
+plugin sees the run through its own ``PluginRun`` (``view.py``); what differs between engines
+is asked of ``run.engine``.
 
-``run.step`` counts completed optimizer steps and starts at 0: everything about batch k is
-logged at step k; the counter moves to k + 1 when batch k ends. Without an optimizer, each
-backward pass into the model's parameters is a step.
+``run.step`` counts optimizer steps (those a loss scaler skipped included) and starts at 0:
+everything about batch k is logged at step k; the counter moves to k + 1 when batch k ends.
+Without an optimizer, each backward pass into the model's parameters is a step.
 
 On several processes (``run.rank`` of ``run.world_size``), every rank runs the plugins and only
 rank 0 writes the run; ``ranks.py`` says where reduced and per-rank values go.
@@ -21,12 +24,14 @@ from typing import Any
 import numpy as np
 
 from ..engines import engine_for
+from .adapter import WatchAdapter
 from .dispatch import Dispatcher, Replacements, Slot
-from .errors import PluginConfigError, SkipStep
+from .errors import PluginConfigError
 from .passes import InternalPasses
 from .policy import FailurePolicy, invoke, warn
 from .ranks import RankedWriters
 from .registrar import HookRegistrar
+from .steps import StepDriver
 from .view import PluginRun
 
 __all__ = ["Run"]
@@ -73,7 +78,7 @@ class Run:
                  auto_batches: bool = True, telemetry_every: int = 50,
                  owns_writer: bool = True, engine: Any = None,
                  rank_writer: Callable[[int], Any] | None = None,
-                 report: Callable[[str], None] | None = None) -> None:
+                 report: Callable[[str], None] | None = None, scaler: Any = None) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
         self.optimizer = optimizer
@@ -81,14 +86,10 @@ class Run:
         self._ranks = RankedWriters(writer, self.collectives, rank_writer)
         if self.collectives.world_size > 1:  # mutators' generators must agree across ranks
             seed = int(self.collectives.broadcast(np.array([seed], dtype=np.int64))[0])
-        self.step = 0
-        self.epoch = 0
-        self.phase = "train"
         self.probe_sets = dict(probe_sets or {})
         self.config = dict(config or {})
         self.seed = seed
         self.strict = strict
-        self.skipped_steps = 0
         self._owns_writer = owns_writer
         self._auto_batches = auto_batches
         self._telemetry_every = telemetry_every
@@ -105,12 +106,55 @@ class Run:
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
+        self.driver = StepDriver(self._dispatcher, self._take_metrics, self._step_done,
+                                 self._log_amp_skipped)
+        self._adapter = WatchAdapter(self.driver, self.engine, self.model, optimizer,
+                                     busy=lambda: self._passes.owner is not None,
+                                     scaler=scaler, auto_batches=auto_batches)
         self._framework_handles: list = []
-        self._backward_end: Any = None  # the end-of-backward signal's handles, while attached
-        self._in_batch = False
-        self._stepped = False
         self._metrics: dict = {}
         self._state = "new"
+
+    # -- the driver's state, as users and plugins read it ----------------------------------
+    @property
+    def step(self) -> int:
+        """Optimizer steps done (see the module docstring)."""
+        return self.driver.step
+
+    @property
+    def epoch(self) -> int:
+        return self.driver.epoch
+
+    @property
+    def phase(self) -> str:
+        """``"train"``, ``"validation"`` (inside ``run.validating()``) or an internal pass's
+        kind."""
+        return self.driver.phase
+
+    @phase.setter
+    def phase(self, phase: str) -> None:
+        self.driver.phase = phase
+
+    @property
+    def micro_batch(self) -> int:
+        """Which batch of the current step this is (0: the first; more with gradient
+        accumulation announced batch by batch with ``run.batch``)."""
+        return self.driver.micro_batch
+
+    @property
+    def skipped_steps(self) -> int:
+        """Steps a plugin skipped (``SkipStep``, e.g. nan-guard)."""
+        return self.driver.skipped_steps
+
+    @property
+    def amp_skipped_steps(self) -> int:
+        """Steps the loss scaler (``gl.watch(..., scaler=)``) skipped: inf or NaN gradients."""
+        return self.driver.amp_skipped_steps
+
+    def validating(self) -> Any:
+        """``with run.validating():`` -- the model's passes inside are validation (plugins'
+        hooks do not log them and they start no training batch)."""
+        return self.driver.in_phase("validation")
 
     # -- what plugins use ----------------------------------------------------------------
     @property
@@ -186,6 +230,19 @@ class Run:
         if writer is not None:
             writer.add_scalar(tag, v, self.step if step is None else step)
         return v
+
+    def _log_amp_skipped(self, count: int) -> None:
+        self.log_scalar("amp/skipped_steps", count, metric=False)
+
+    def _take_metrics(self) -> dict:
+        logged, self._metrics = self._metrics, {}
+        return logged
+
+    def _step_done(self) -> None:
+        """The step is moving on: telemetry every ``telemetry_every`` steps."""
+        self._steps_since_telemetry += 1
+        if self._telemetry_every and (self.step + 1) % self._telemetry_every == 0:
+            self._log_telemetry()
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
                       bins: Any = "tensorflow", *, also_tags: tuple[str, ...] = (),
@@ -293,33 +350,9 @@ class Run:
         return self
 
     def _attach_framework_hooks(self) -> None:
-        keep = self._framework_handles.append
-        if self.optimizer is not None:
-            keep(self.optimizer.register_step_pre_hook(self._on_step_pre))
-            keep(self.optimizer.register_step_post_hook(self._on_step_post))
-        else:
+        if self.optimizer is None:
             self._warn_no_optimizer()
-        if self._auto_batches:
-            keep(self.model.register_forward_pre_hook(self._on_root_forward))
-        self._follow_step(settle=True)
-
-    def _follow_step(self, settle: bool = False) -> None:
-        """Tell the dispatcher the step, and hold the end-of-backward signal only while it is
-        needed (a step without an optimizer ends with a backward; else, a plugin's
-        ``on_after_backward`` is due): it costs a hook call per parameter per backward.
-        Decided when the due plugins change (and to ``settle`` it after a jump of the step):
-        the signal of a plugin disabled in between is released at the next change."""
-        if not self._dispatcher.at_step(self.step) and not settle:
-            return  # (most steps: nothing changed)
-        if self._state != "running":
-            return
-        needed = self.optimizer is None or self._dispatcher.listens_now("on_after_backward")
-        if needed and self._backward_end is None:
-            params = [p for p in self.model.parameters() if p.requires_grad]
-            self._backward_end = self.engine.on_backward_end(params, self._on_backward_end)
-        elif not needed and self._backward_end is not None:
-            self._backward_end.remove()
-            self._backward_end = None
+        self._framework_handles.extend(self._adapter.attach())
 
     def _warn_no_optimizer(self) -> None:
         unused = [s.name for s in self._dispatcher.slots
@@ -341,8 +374,8 @@ class Run:
         try:
             if error is None:
                 try:
-                    if self._in_batch:
-                        self.end_batch()
+                    self._adapter.found_skipped()
+                    self.driver.batch_end()
                     self._dispatcher.fire("on_train_end")
                 except Exception as exc:  # e.g. a mutator failing in on_train_end
                     self._dispatcher.fire_exception(exc)
@@ -372,114 +405,49 @@ class Run:
         for h in self._framework_handles:
             h.remove()
         self._framework_handles.clear()
-        if self._backward_end is not None:
-            self._backward_end.remove()
-            self._backward_end = None
 
     def handles_left(self) -> int:
         """How many hooks the plugins and the framework still hold (0 after the run)."""
-        return len(self._framework_handles) + (self._backward_end is not None) + sum(
+        return len(self._framework_handles) + sum(
             len(s.registrar) for s in self._dispatcher.slots if s.registrar is not None)
 
-    # -- batches, epochs, validation -------------------------------------------------------
+    # -- batches, epochs, validation (the driver's, as announced by a loop) -----------------
     def begin_batch(self, batch: Any) -> Any:
         """Start a training batch: ``on_batch_start``; returns the (possibly replaced)
         batch."""
-        if self._in_batch:
-            self.end_batch()
-        self._in_batch, self._stepped = True, False
-        self._replacements.clear()
-        return self._dispatcher.fire_chain("on_batch_start", "batch", batch)
+        return self._adapter.batch_start(batch)
 
     def end_batch(self, metrics: dict | None = None) -> None:
         """End the current batch: ``on_batch_end(metrics)``, telemetry, then the step moves
         on (if the optimizer stepped)."""
-        if not self._in_batch:
-            return
-        logged, self._metrics = self._metrics, {}
-        if self._dispatcher.listens_now("on_batch_end"):
-            self._dispatcher.fire("on_batch_end", metrics={**logged, **(metrics or {})})
-        self._in_batch = False
-        if self._stepped:
-            self._steps_since_telemetry += 1
-            if self._telemetry_every and (self.step + 1) % self._telemetry_every == 0:
-                self._log_telemetry()
-            self.step += 1
-            self._follow_step()
-        self._stepped = False
+        self.driver.batch_end(metrics)
 
     def batch(self, *batch: Any) -> Any:
-        """Announce a training batch in your own loop: ``x, y = run.batch(x, y)``."""
-        out = self.begin_batch(batch if len(batch) != 1 else batch[0])
-        return out
+        """Announce a training batch in your own loop and get it back, possibly replaced by a
+        mutator: ``x, y = run.batch(x, y)``, or one batch of any structure (a dict, tuple,
+        list or dataclass): ``model(**run.batch(batch))``."""
+        return self.begin_batch(batch if len(batch) != 1 else batch[0])
 
     def epoch_start(self) -> None:
-        self._dispatcher.fire("on_epoch_start")
+        self.driver.epoch_start()
 
     def epoch_end(self) -> None:
         """Announce the end of an epoch (``on_epoch_end``)."""
-        if self._in_batch:
-            self.end_batch()
-        self._dispatcher.fire("on_epoch_end")
-        if self._telemetry_every and self._steps_since_telemetry:  # a point per epoch end
-            self._log_telemetry(max(self.step - 1, 0))
-        self.epoch += 1
+        try:
+            self.driver.epoch_end()
+        finally:
+            if self._telemetry_every and self._steps_since_telemetry:  # a point per epoch
+                self._log_telemetry(max(self.step - 1, 0))
 
     def validation_end(self, metrics: dict, *, log: bool = True) -> None:
         """Announce validation results (``on_validation_end(metrics)``); numbers are logged."""
-        if self._in_batch:
-            self.end_batch()
+        self.driver.batch_end()
         if log:
             for tag, value in metrics.items():
                 if isinstance(value, (int, float)) or self.engine.is_tensor(value):
                     self.log_scalar(tag, value)
             self._metrics = {}
-        self._dispatcher.fire("on_validation_end", metrics=dict(metrics))
-
-    # -- the framework's hooks ---------------------------------------------------------------
-    def _on_root_forward(self, module: Any, args: tuple) -> Any:
-        if (self._passes.owner is not None or self.phase != "train" or not module.training
-                or not self.engine.is_grad_enabled()):
-            return None
-        if self._in_batch and not self._stepped:
-            return None
-        new = self.begin_batch(args if len(args) != 1 else args[0])
-        if new is args or (len(args) == 1 and new is args[0]):
-            return None
-        return new if isinstance(new, tuple) else (new,)
-
-    def _on_backward_end(self) -> None:
-        """A backward pass accumulated into this run's parameters."""
-        if self._passes.owner is not None or self.phase != "train":
-            return
-        if self.optimizer is None:  # no optimizer: a backward pass is a step
-            if not self._in_batch:
-                self._in_batch, self._stepped = True, False
-            self._dispatcher.fire("on_after_backward")
-            self._stepped = True
-        elif self._in_batch:
-            self._dispatcher.fire("on_after_backward")
-
-    def _on_step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if self._passes.owner is not None:
-            return None
-        if not self._in_batch:
-            self._in_batch, self._stepped = True, False
-        try:
-            self._dispatcher.fire("on_before_optimizer_step")
-        except SkipStep:
-            for group in optimizer.param_groups:
-                for p in group["params"]:
-                    p.grad = None
-            self.skipped_steps += 1
-        return None
-
-    def _on_step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if self._passes.owner is not None:
-            return None
-        self._dispatcher.fire("on_after_optimizer_step")
-        self._stepped = True
-        return None
+        self.driver.validation_end(metrics)
 
     # -- reporting -------------------------------------------------------------------------
     def disabled_plugins(self) -> list[tuple[str, str]]:
@@ -516,20 +484,20 @@ class Run:
     def state_dict(self) -> dict:
         """Step, epoch, and each plugin's state and generator (for checkpoints). A batch
         whose optimizer step is done is ended first, so the checkpoint is at a clean step."""
-        if self._in_batch and self._stepped:
-            self.end_batch()
+        self._adapter.found_skipped()
+        self.driver.settle()
         return {
             "step": self.step, "epoch": self.epoch, "skipped_steps": self.skipped_steps,
+            "amp_skipped_steps": self.amp_skipped_steps,
             "plugins": {s.name: s.plugin.state_dict() for s in self._dispatcher.slots},
             "generators": {s.name: self.engine.generator_state(s.generator)
                            for s in self._dispatcher.slots if s.generator is not None},
         }
 
     def load_state_dict(self, state: dict) -> None:
-        self.step = int(state["step"])
-        self._follow_step(settle=True)
-        self.epoch = int(state["epoch"])
-        self.skipped_steps = int(state.get("skipped_steps", 0))
+        self.driver.jump_to(int(state["step"]), int(state["epoch"]))
+        self.driver.skipped_steps = int(state.get("skipped_steps", 0))
+        self.driver.amp_skipped_steps = int(state.get("amp_skipped_steps", 0))
         for s in self._dispatcher.slots:
             if s.name in state.get("plugins", {}):
                 s.plugin.load_state_dict(state["plugins"][s.name])

@@ -118,6 +118,16 @@ class PluginRun:
         return self._run.step
 
     @property
+    def micro_batch(self) -> int:
+        """Which batch of the current step this is (0: the first; more with gradient
+        accumulation announced batch by batch)."""
+        return self._run.driver.micro_batch
+
+    @property
+    def amp_skipped_steps(self) -> int:
+        return self._run.amp_skipped_steps
+
+    @property
     def rank(self) -> int:
         return self._run.rank
 

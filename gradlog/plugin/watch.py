@@ -16,7 +16,7 @@ __all__ = ["watch"]
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
           strict: bool = False, config: Any = None, probe_sets: dict | None = None,
-          max_failures: int = 3, writer: Any = None) -> Run:
+          max_failures: int = 3, writer: Any = None, scaler: Any = None) -> Run:
     """Attach plugins to ``model`` and ``optimizer`` and log to TensorBoard in ``logdir``.
 
     ``model`` is a ``gradlog.nn.Module`` or a ``torch.nn.Module`` (with a
@@ -34,12 +34,15 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         config: a dict or a TOML file path; its ``[plugins.NAME]`` tables enable plugins.
         probe_sets: data for plugins that probe the model (e.g. Grad-CAM's fixed images).
         writer: an existing writer (default: a new ``SummaryWriter(logdir)``).
+        scaler: the loop's ``torch.amp.GradScaler``, so that a step it skips (inf or NaN
+            gradients) is counted and logged as ``amp/skipped_steps`` (gradients are read
+            unscaled with or without it: at the optimizer's step, after ``unscale_``).
 
     The run starts with the text ``model``: the model's repr and its parameters (what the
     dashboard orders its layers by). Returns the started ``Run``; use it as a context manager
     (leaving the block removes every hook and closes the writer) or call ``run.close()``. The
-    optimizer's steps, the end of each backward pass and the model's forward calls drive the
-    plugins' events; call
+    optimizer's step hooks (gradients are final just before it applies them; closures
+    included) and the model's forward calls drive the plugins' events (``adapter.py``); call
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
@@ -62,7 +65,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writer)
+              rank_writer=rank_writer, scaler=scaler)
     try:
         run.start()
     except BaseException:

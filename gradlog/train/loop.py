@@ -135,10 +135,9 @@ class Loop:
         model, loss_fn = self.model, self.built["loss_fn"]
         was_training = model.training
         model.eval()
-        self.run.phase = "validation"
         total, correct, loss_sum, counted = 0, 0, 0.0, True
         try:
-            with self.run.engine.no_grad():
+            with self.run.validating(), self.run.engine.no_grad():
                 for x, y in self.built["val_loader"]:
                     output = model(x)
                     n = len(x)
@@ -150,7 +149,6 @@ class Loop:
                         correct += acc * n
                     total += n
         finally:
-            self.run.phase = "train"
             model.train(was_training)
         loss_sum, correct, total, uncounted = summed(
             self.run, [loss_sum, correct, total, 0.0 if counted else 1.0])

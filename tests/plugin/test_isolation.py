@@ -177,7 +177,9 @@ def test_stop_training_ends_cleanly():
         user_loop(run, model, opt, make_batches(5))
         finished.append(True)
     assert not finished  # StopTraining left the loop at the second step, then was swallowed
-    assert run.step == 1 and count_hooks(model, opt) == 0
+    # the optimizer had applied step 1: the run ends after it, at step 2 (a checkpoint then
+    # resumes with the step that comes next)
+    assert run.step == 2 and count_hooks(model, opt) == 0
     assert not writer.closed  # a writer passed in belongs to the caller
 
 

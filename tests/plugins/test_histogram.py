@@ -100,25 +100,28 @@ def test_unchanged_gradients_are_one_histogram_under_both_tags(tmp_path, engine,
         assert len({histos[t] for t in final_tags}) == len(PARAMS)
 
 
-def test_gradients_a_users_loop_clips_are_raw_before_and_final_after(lib):
+def test_a_clip_in_the_users_loop_is_in_both_raw_and_final_gradients(lib):
+    # Gradients are read when the optimizer is about to apply them (the one moment they are
+    # final under accumulation and AMP): raw is before gradlog's mutators, after the loop's own
+    # clip_grad_norm_, exactly as PyTorch's AMP recipe (unscale_, clip, step) gives them.
     lib.manual_seed(0)
     model = lib.nn.Sequential(lib.nn.Linear(3, 5), lib.nn.ReLU(), lib.nn.Linear(5, 2))
     opt = lib.optim.SGD(model.parameters(), lr=0.1)
-    writer, raw, final = MemoryWriter(), [], []
+    writer, unclipped, applied = MemoryWriter(), [], []
     with gl.watch(model, opt, plugins=[Histogram(every=1, kinds=["grad_raw", "grad"])],
                   writer=writer, strict=True):
         for _ in range(2):
             opt.zero_grad()
             model(lib.randn(4, 3)).square().mean().backward()
-            raw.append(np.array(model.get_parameter("0.weight").grad.numpy()))
+            unclipped.append(np.array(model.get_parameter("0.weight").grad.numpy()))
             lib.nn.utils.clip_grad_norm_(model.parameters(), 1e-3)  # no plugin knows of it
-            final.append(np.array(model.get_parameter("0.weight").grad.numpy()))
+            applied.append(np.array(model.get_parameter("0.weight").grad.numpy()))
             opt.step()
-    for kind, expected in (("grad_raw", raw), ("grad", final)):
+    for kind in ("grad_raw", "grad"):
         logged = writer.series("histogram", f"histogram/{kind}/0.weight").values
         for step in range(2):
-            np.testing.assert_array_equal(logged[step], expected[step].reshape(-1))
-    assert not np.array_equal(raw[0], final[0])
+            np.testing.assert_array_equal(logged[step], applied[step].reshape(-1))
+    assert not np.array_equal(unclipped[0], applied[0])
 
 
 @pytest.mark.parametrize("to_files", [False, True])  # (files: computed on the writer's thread)
@@ -165,8 +168,9 @@ def test_activation_hooks_exist_only_during_logging_steps(engine):
     rec = Recorder(count_hooks=True)
     h = PluginHarness(Histogram, every=3, plugins=[rec], engine=engine).run(steps=7)
     # the recorder runs after the histogram's on_batch_start: 8 leaf modules hooked on steps
-    # 0, 3, 6 (until the backward), none otherwise and none at any batch end
-    assert rec.hooks_at_start == {0: 8, 1: 0, 2: 0, 3: 8, 4: 0, 5: 0, 6: 8}
+    # 0, 3, 6 and one on the model that removes them when its forward is over, none otherwise
+    # and none at any batch end
+    assert rec.hooks_at_start == {0: 9, 1: 0, 2: 0, 3: 9, 4: 0, 5: 0, 6: 9}
     assert set(rec.hooks_at_end.values()) == {0}
     assert h.handles_left() == 0
 

@@ -1,0 +1,127 @@
+"""``gl.watch``'s adapter: translates the hooks of a user's own loop into ``StepDriver`` calls.
+
+It infers nothing about gradients: the optimizer's step pre-hook is the moment they are final
+(``gradients_final``), its post-hook ends the step (``step_end``), and the first forward of the
+root module in training after a step starts a batch (``batch_start``; ``run.batch`` announces
+it explicitly). Only without an optimizer does the end of each backward pass matter: it is
+then the step (``backward_step``).
+
+* ``optimizer.step(closure)`` (LBFGS, Lightning-style loops): the pre-hook fires before the
+  closure has run, so it hands the optimizer a wrapper of the closure (a step pre-hook may
+  return new arguments) that declares the gradients final after the closure's **first**
+  evaluation, the one at the parameters the step starts from; LBFGS's later evaluations are
+  not logged. The closure's forward starts the batch inside ``step``.
+* ``GradScaler``: ``scaler.step(optimizer)`` unscales before calling ``optimizer.step()``, so
+  the pre-hook sees unscaled gradients; a step it skips calls no optimizer hook. With
+  ``scaler=`` the adapter reads ``scaler.get_scale()`` at each root forward that would
+  otherwise continue the batch: the scale only ever drops when ``update()`` found inf or NaN,
+  so a drop there means the batch's step was skipped (``step_skipped``), and the forward
+  starts the next batch. (On a GPU ``get_scale()`` waits for the device: once per forward,
+  only when ``scaler=`` is given.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["WatchAdapter"]
+
+
+class WatchAdapter:
+    """Hooks of ``model`` and ``optimizer`` (and a loss ``scaler``) driving ``driver``; the
+    handles are kept by whoever attaches it. ``busy()`` is true during a plugin's internal
+    pass, which drives nothing."""
+
+    def __init__(self, driver: Any, engine: Any, model: Any, optimizer: Any, *,
+                 busy: Any, scaler: Any = None, auto_batches: bool = True) -> None:
+        self.driver = driver
+        self.engine = engine
+        self.model = model
+        self.optimizer = optimizer
+        self.busy = busy
+        self.scaler = scaler if scaler is not None and _enabled(scaler) else None
+        self.auto_batches = auto_batches
+        self._scale: float | None = None  # the loss scale when the open batch started
+
+    def attach(self) -> list:
+        """Register the hooks; returns their handles."""
+        handles = []
+        if self.optimizer is not None:
+            handles.append(self.optimizer.register_step_pre_hook(self._step_pre))
+            handles.append(self.optimizer.register_step_post_hook(self._step_post))
+        else:
+            params = [p for p in self.model.parameters() if p.requires_grad]
+            handles.append(self.engine.on_backward_end(params, self._backward_end))
+        if self.auto_batches:
+            handles.append(self.model.register_forward_pre_hook(self._root_forward))
+        return handles
+
+    # -- the hooks ------------------------------------------------------------------------------
+    def _root_forward(self, module: Any, args: tuple) -> Any:
+        driver = self.driver
+        if (self.busy() or driver.phase != "train" or not module.training
+                or not self.engine.is_grad_enabled()):
+            return None
+        if driver.in_batch and not driver.stepped and not self.found_skipped():
+            return None  # a later forward of the same batch (accumulation, closures)
+        batch = args if len(args) != 1 else args[0]
+        new = self.batch_start(batch)
+        if new is batch:
+            return None
+        return new if isinstance(new, tuple) else (new,)
+
+    def batch_start(self, batch: Any) -> Any:
+        """A batch starts (its first forward, or ``run.batch``): the previous one's skipped
+        step is counted first, and the loss scale it starts with is kept."""
+        self.found_skipped()
+        if self.scaler is not None:
+            self._scale = self.scaler.get_scale()
+        return self.driver.batch_start(batch)
+
+    def found_skipped(self) -> bool:
+        """Whether the open batch's step was skipped by the loss scaler (then counted)."""
+        driver = self.driver
+        if (self.scaler is None or self._scale is None or not driver.in_batch
+                or driver.stepped or not self.scaler.get_scale() < self._scale):
+            return False
+        self._scale = None
+        driver.step_skipped()
+        return True
+
+    def _backward_end(self) -> None:
+        if self.busy() or self.driver.phase != "train":
+            return
+        self.driver.backward_step()
+
+    def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> Any:
+        if self.busy():
+            return None
+        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        if closure is None:
+            self.driver.gradients_final(optimizer)
+            return None
+        wrapped = self._final_after_first_call(closure, optimizer)
+        if "closure" in kwargs:
+            return args, {**kwargs, "closure": wrapped}
+        return (args[0], wrapped, *args[2:]), kwargs
+
+    def _final_after_first_call(self, closure: Any, optimizer: Any) -> Any:
+        driver = self.driver
+        first = [True]
+
+        def closure_then_gradients_final() -> Any:
+            loss = closure()
+            if first[0]:
+                first[0] = False
+                driver.gradients_final(optimizer)
+            return loss
+        return closure_then_gradients_final
+
+    def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if not self.busy():
+            self.driver.step_end()
+
+
+def _enabled(scaler: Any) -> bool:
+    is_enabled = getattr(scaler, "is_enabled", None)
+    return bool(is_enabled()) if callable(is_enabled) else True
