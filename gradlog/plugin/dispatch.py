@@ -9,6 +9,7 @@ Order is ``(plugin.order, enabling index)``. Each plugin receives its own view o
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from .base import BATCH_EVENTS, EVENTS, event_kwargs, run_first
@@ -85,22 +86,34 @@ class Replacements:
 
 
 def _unlike(value: Any, replacement: Any, is_tensor: Any) -> str | None:
-    """Why ``replacement`` cannot stand in for ``value`` (a tuple or list keeps its length and
-    its tensors stay tensors; sizes may change), or None."""
+    """Why ``replacement`` cannot stand in for the batch ``value`` (a batch of any structure: a
+    tuple or list keeps its length, a mapping its keys, a dataclass its type, and their tensors
+    stay tensors; sizes may change), or None."""
     def what(v: Any) -> str:
         if isinstance(v, (tuple, list)):
             return f"a {type(v).__name__} of {len(v)}"
+        if isinstance(v, Mapping):
+            return f"a {type(v).__name__} with keys {sorted(map(str, v))}"
         return "a tensor" if is_tensor(v) else f"a {type(v).__name__}"
 
     if isinstance(value, (tuple, list)):
         if not isinstance(replacement, (tuple, list)) or len(replacement) != len(value):
             return f"expected {what(value)}, got {what(replacement)}"
-        for i, (v, r) in enumerate(zip(value, replacement)):
-            if is_tensor(v) and not is_tensor(r):
-                return f"element {i}: expected a tensor, got {what(r)}"
-        return None
-    if is_tensor(value) and not is_tensor(replacement):
-        return f"expected a tensor, got {what(replacement)}"
+        pairs = [(f"element {i}", v, r) for i, (v, r) in enumerate(zip(value, replacement))]
+    elif isinstance(value, Mapping):
+        if not isinstance(replacement, Mapping) or set(replacement) != set(value):
+            return f"expected {what(value)}, got {what(replacement)}"
+        pairs = [(f"key {k!r}", v, replacement[k]) for k, v in value.items()]
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if type(replacement) is not type(value):
+            return f"expected a {type(value).__name__}, got {what(replacement)}"
+        pairs = [(f"field {f.name!r}", getattr(value, f.name), getattr(replacement, f.name))
+                 for f in dataclasses.fields(value)]
+    else:
+        pairs = [("", value, replacement)]
+    for where, v, r in pairs:
+        if is_tensor(v) and not is_tensor(r):
+            return f"{where + ': ' if where else ''}expected a tensor, got {what(r)}"
     return None
 
 
