@@ -92,10 +92,15 @@ def capture(run: Any, built: dict, config: RunConfig, writer: Any) -> dict[str, 
     PyTorch model, no pickle)."""
     run_state = run.state_dict()  # first: it ends a batch whose optimizer step is done
     scheduler = built.get("scheduler")
+    loader = built["train_loader"]
+    position = loader.state_dict()
+    if position["batch"]:  # mid-epoch: a batch served whose step was not done (a plugin
+        # stopped the run before it) is the resumed run's first: a step is a batch
+        position["batch"] = min(position["batch"], run.step - run.epoch * len(loader))
     state = {"step": run.step, "epoch": run.epoch, "config": config.to_record(),
              "model": built["model"].state_dict(), "optimizer": built["optimizer"].state_dict(),
              "scheduler": scheduler.state_dict() if scheduler is not None else None,
-             "train_loader": built["train_loader"].state_dict(), "run": run_state,
+             "train_loader": position, "run": run_state,
              "rng": run.engine.random_state()}
     return {**run.engine.to_checkpoint(state), "events": writer.sync(since_step=run.step)}
 

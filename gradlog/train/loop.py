@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from ..plugin.errors import StopTraining
 from .config import RunConfig
 from .console import Console
 from .errors import Interrupted
@@ -59,14 +60,15 @@ class Loop:
         self.scheduler = built.get("scheduler")
         self.interval = built.get("scheduler_interval", "epoch")
         self.extended_from = extended_from  # the recorded epochs, when --epochs raised them
+        self._stop: StopTraining | None = None  # a plugin's stop, kept until the step is done
 
     def run_epochs(self) -> None:
         run, epochs = self.run, self.config.epochs
         for _ in range(run.epoch, epochs):
             self.train_epoch()
             metrics = self.validate()
-            run.validation_end(metrics)
-            run.epoch_end()
+            self._deferring_stop(run.validation_end, metrics)
+            self._deferring_stop(run.epoch_end)
             if self.scheduler is not None and self.interval == "epoch":
                 self._step_scheduler()
             if run.epoch == epochs and run.rank == 0:
@@ -88,7 +90,24 @@ class Loop:
                 f"{self.extended_from} to {self.config.epochs} epochs, and a resumed scheduler "
                 "keeps the plan it was built with (as in PyTorch)") from exc
 
+    def _buffers(self) -> list:
+        """The model's buffers and a copy of each (a few small tensors: running statistics)."""
+        with self.run.engine.no_grad():
+            return [(b, b.detach().clone()) for b in self.model.buffers()]
+
+    def _deferring_stop(self, call: Callable[..., Any], *args: Any) -> None:
+        """``call(*args)``; a ``StopTraining`` a plugin raises in it (a step's or an epoch's
+        end events) is raised when the step's or the epoch's bookkeeping is complete, so that
+        the checkpoint resumes exactly after it."""
+        try:
+            call(*args)
+        except StopTraining as stop:
+            self._stop = self._stop or stop
+
     def _stop_if_asked(self) -> None:
+        if self._stop is not None:
+            stop, self._stop = self._stop, None
+            raise stop
         requested = self.signals.requested
         if self.run.world_size > 1:  # every rank stops at the same batch
             requested = int(self.run.collectives.all_reduce([requested or 0], "max")[0]) or None
@@ -107,17 +126,33 @@ class Loop:
         last: dict = {}
         tick, ticks = time.perf_counter(), 0
         for batch in loader:
-            x, y = run.begin_batch(batch)
-            opt.zero_grad()
-            output = model(x)
-            loss = loss_fn(output, y)
-            loss.backward()
-            opt.step()
-            last = {"loss": run.log_scalar("train/loss", float(loss.item()), reduce="mean")}
-            acc = accuracy(run.engine, output, y)
-            if acc is not None:
-                last["acc"] = run.log_scalar("train/acc", acc, reduce="mean")
-            run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
+            random_state, buffers = run.engine.random_state(), self._buffers()
+            try:
+                x, y = run.begin_batch(batch)
+                opt.zero_grad()
+                output = model(x)
+                loss = loss_fn(output, y)
+                loss.backward()
+                # logged before the step: a plugin stopping the run after the step leaves
+                # it done and logged (the checkpoint then resumes after it)
+                last = {"loss": run.log_scalar("train/loss", float(loss.item()),
+                                               reduce="mean")}
+                acc = accuracy(run.engine, output, y)
+                if acc is not None:
+                    last["acc"] = run.log_scalar("train/acc", acc, reduce="mean")
+                run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
+                opt.step()
+            except StopTraining as stop:
+                if not run.driver.stepped:
+                    # stopped before the batch's step: the checkpoint resumes at this batch,
+                    # with the random state and buffers (BatchNorm's statistics) it started
+                    # with
+                    run.engine.set_random_state(random_state)
+                    with run.engine.no_grad():
+                        for buffer, saved in buffers:
+                            buffer.copy_(saved)
+                    raise
+                self._stop = stop  # after it: raised once the step's bookkeeping is done
             ticks += 1
             if (run.step + 1) % RATE_EVERY == 0 or (run.step + 1) % len(loader) == 0:
                 now = time.perf_counter()
@@ -125,7 +160,7 @@ class Loop:
                 tick, ticks = now, 0
             if per_step:
                 self._step_scheduler()
-            run.end_batch()
+            self._deferring_stop(run.end_batch)
             done += 1
             progress.update(done, **last)
             self._stop_if_asked()

@@ -16,7 +16,8 @@ def test_plugins(tmp_path_factory) -> Path:
     return plugin_distribution(
         tmp_path_factory.mktemp("testplugins"), "gradlog-test-plugins",
         {"gradlog_test_plugins": KILLER},
-        {"killer": "gradlog_test_plugins:Killer", "explodes": "gradlog_test_plugins:Explodes"})
+        {"killer": "gradlog_test_plugins:Killer", "explodes": "gradlog_test_plugins:Explodes",
+         "stopper": "gradlog_test_plugins:Stopper"})
 
 
 @pytest.fixture

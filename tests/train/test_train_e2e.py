@@ -316,3 +316,35 @@ def test_user_errors_exit_2_with_one_line(tmp_path, tiny_config):
                                 *args])
         assert result.returncode == 2, (args, result.stderr)
         assert fragment in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("event, step", [
+    ("on_batch_start", 5), ("on_after_backward", 5), ("on_before_optimizer_step", 5),
+    ("on_after_optimizer_step", 5), ("on_batch_end", 5), ("on_validation_end", 4),
+    ("on_epoch_end", 4)])
+def test_a_plugin_stopping_training_at_any_event_resumes_exactly(tmp_path, tiny_config,
+                                                                 test_plugins, uninterrupted,
+                                                                 event, step):
+    full, part = uninterrupted[0], tmp_path / "part"
+    stopped = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                             f"stopper:event={event},at_step={step}"], test_plugins,
+                            killed_marker=tmp_path / "stopped")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    resumed = gradlog_train(["--resume", str(part), "-q"], test_plugins,
+                            killed_marker=tmp_path / "stopped")
+    assert resumed.returncode == 0, resumed.stderr
+    assert _losses(part) == _losses(full)  # each step once: none lost, none done twice
+    for tag in ("val/loss", "val/acc"):
+        assert scalars(str(part), tag) == scalars(str(full), tag)
+
+
+def test_a_plugin_stopping_at_every_batch_end_stops_once_and_keeps_a_checkpoint(
+        tmp_path, tiny_config, test_plugins):
+    part = tmp_path / "part"
+    stopped = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                             "stopper:event=on_batch_end,at_step=-1"], test_plugins)
+    assert stopped.returncode == 0, stopped.stderr
+    assert "Traceback" not in stopped.stderr
+    assert [p.name for p in part.glob("checkpoint-*")] == ["checkpoint-00000001.npz"]
+    assert [s for s, _ in _losses(part).items()] == [0]

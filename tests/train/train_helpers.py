@@ -21,7 +21,7 @@ import os
 import signal
 from dataclasses import dataclass, field
 
-from gradlog.plugin import Plugin
+from gradlog.plugin import Plugin, StopTraining
 
 
 @dataclass
@@ -59,6 +59,54 @@ class Killer(Plugin):
 
     def on_batch_end(self, run, metrics):
         self._maybe(run, "on_batch_end")
+
+    def on_epoch_end(self, run):
+        self._maybe(run, "on_epoch_end")
+
+
+@dataclass
+class StopperOptions:
+    event: str = "on_after_optimizer_step"
+    at_step: int = 5  # -1: at every call of the event
+
+
+class Stopper(Plugin):
+    """Raises StopTraining at a chosen event and step (tests only), once per marker file as
+    the killer does; with at_step=-1 at every call of the event."""
+
+    name = "stopper"
+    Options = StopperOptions
+
+    def _maybe(self, run, event):
+        if event != self.options.event:
+            return
+        if self.options.at_step == -1:
+            raise StopTraining
+        if run.step != self.options.at_step:
+            return
+        marker = os.environ.get("GRADLOG_TEST_KILLED_MARKER")
+        if marker is None or os.path.exists(marker):
+            return
+        open(marker, "w").close()
+        raise StopTraining
+
+    def on_batch_start(self, run, batch):
+        self._maybe(run, "on_batch_start")
+
+    def on_after_backward(self, run):
+        self._maybe(run, "on_after_backward")
+
+    def on_before_optimizer_step(self, run):
+        self._maybe(run, "on_before_optimizer_step")
+
+    def on_after_optimizer_step(self, run):
+        self._maybe(run, "on_after_optimizer_step")
+
+    def on_batch_end(self, run, metrics):
+        self._maybe(run, "on_batch_end")
+
+    def on_validation_end(self, run, metrics):
+        self._maybe(run, "on_validation_end")
 
     def on_epoch_end(self, run):
         self._maybe(run, "on_epoch_end")
