@@ -34,7 +34,8 @@ class Options:
         "min": 1.0})
     per_rank: bool = field(default=False, metadata={
         "help": "also write each rank's own raw gradient norms (this rank's batch, before the "
-                "cross-rank all-reduce of data-parallel training) into its rank<k>/ sub-run, "
+                "cross-rank all-reduce of data-parallel training; accumulated over the step's "
+                "micro-batches; unscaled by gl.watch's scaler=) into its rank<k>/ sub-run, "
                 "to find a straggling or diverging rank"})
     warn_above: float = field(default=math.inf, metadata={
         "help": "warn (and log text grad-norm/warnings) when the global norm is above this or "
@@ -58,21 +59,23 @@ class GradNorm(Plugin):
     clip_grad_norm_ returns) and, per module that owns parameters, ``grad-norm/<module>`` (the
     norm over that module's own parameters; the root module's are under
     ``grad-norm/root``); ``include``/``exclude`` choose the parameters (by their names or
-    their module's) that the per-layer norms cover. By default it reads the raw gradients,
-    right after the step's last
-    backward and before any mutator, because clipping would hide exactly the explosion this
-    monitor exists to show; ``source=final`` reads what the optimizer applies instead (not
-    logged on a step nan-guard skips). Default every=10: the norms cost about 0.05 ms a step
-    on the default example, so the cadence is about volume: TensorBoard keeps 1,000 points of
-    a scalar by default, which every=10 stretches over 10,000 steps; every=1 catches one-step
-    spikes. With ``warn_above`` set, a global norm above it (or non-finite) raises a
-    RuntimeWarning and logs a text summary naming the largest layers to
+    their module's) that the per-layer norms cover. By default it reads the raw gradients
+    when the optimizer is about to apply them (accumulated over micro-batches, unscaled by
+    AMP's GradScaler) and before any plugin's mutator, because clipping would hide exactly
+    the explosion this monitor exists to show; ``source=final`` reads what the optimizer
+    applies instead (not logged on a step nan-guard skips). Default every=10: the norms cost
+    about 0.05 ms a step on the default example, so the cadence is about volume: TensorBoard
+    keeps 1,000 points of a scalar by default, which every=10 stretches over 10,000 steps;
+    every=1 catches one-step spikes. With ``warn_above`` set, a global norm above it (or
+    non-finite) raises a RuntimeWarning and logs a text summary naming the largest layers to
     ``grad-norm/warnings``.
 
     Data-parallel, the run's norms are of the averaged gradients every rank applies (logged by
     rank 0). ``per_rank=true`` also writes, on every rank, the same tags into the rank's
     ``rank<k>/`` sub-run, measured from its own gradients as they are accumulated (by
-    post-accumulate-grad hooks, before the all-reduce).
+    post-accumulate-grad hooks, before the all-reduce: the last backward of the step leaves
+    the step's total), divided by the loss scale of ``gl.watch(..., scaler=)``; a step the
+    scaler skips logs none.
     """
 
     name = "grad-norm"
@@ -101,7 +104,8 @@ class GradNorm(Plugin):
 
     def _local_norm(self, run: Any, i: int) -> Any:
         def hook(param: Any) -> None:
-            # the latest value wins: with accumulation, the step's total so far
+            # the latest value wins: with accumulation, the step's total so far (loss-scaled
+            # under AMP: divided by the scale when logged)
             if run.phase == "train" and self._is_due(run):
                 self._local[i] = run.engine.norms([param.grad], self.options.norm_type)[0]
         return hook
@@ -146,6 +150,8 @@ class GradNorm(Plugin):
         self._flush(run)
 
     def on_batch_end(self, run: Any) -> None:
+        if run.optimizer is not None:  # per-rank norms of a step not applied (the loss
+            self._local = {}  # scaler skipped it): inf or NaN, and never applied
         self._flush(run)
 
     def _flush(self, run: Any) -> None:
@@ -156,8 +162,9 @@ class GradNorm(Plugin):
             self._emit(run, pending)
         local, self._local = self._local, {}
         if local:
+            scale = run.loss_scale
             for key, value in self._combined(local).items():
-                run.log_scalar(f"grad-norm/{key}", value, per_rank=True)
+                run.log_scalar(f"grad-norm/{key}", value / scale, per_rank=True)
 
     def _emit(self, run: Any, norms: dict[str, float]) -> None:
         for key, value in norms.items():

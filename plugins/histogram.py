@@ -32,8 +32,9 @@ class Options:
         "help": "what to log, a subset of: " + ", ".join(KINDS)})
     per_rank: bool = field(default=False, metadata={
         "help": "also write each rank's own grad_raw (its gradients before the cross-rank "
-                "all-reduce of data-parallel training) and activation histograms (its share of "
-                "the batch) into its rank<k>/ sub-run"})
+                "all-reduce of data-parallel training, accumulated over the step's "
+                "micro-batches, unscaled by gl.watch's scaler=) and activation histograms (its "
+                "share of the batch) into its rank<k>/ sub-run"})
     bins: int | str = field(default="tensorflow", metadata={
         "help": "\"tensorflow\" (PyTorch's exponential edges), a numpy rule (auto, fd, ...) "
                 "or a number of equal-width buckets"})
@@ -226,6 +227,8 @@ class Histogram(Plugin):
 
     def on_batch_end(self, run: Any) -> None:
         self._detach_activation_hooks(run)
+        if run.optimizer is not None:  # per-rank gradients of a step not applied (the loss
+            self._local_raw.clear()  # scaler skipped it): inf or NaN, and never applied
         self._flush_raw(run)  # a batch without an optimizer step still logs its gradients
 
     def on_train_end(self, run: Any) -> None:
@@ -237,6 +240,10 @@ class Histogram(Plugin):
             return
         raw, self._raw = self._raw, {}
         local, self._local_raw = self._local_raw, {}
+        scale = run.loss_scale
+        if scale != 1.0:  # (the plugin's own copies, read loss-scaled during backward)
+            for g in local.values():
+                g /= scale
         for snapshots, per_rank in ((raw, False), (local, True)):
             if snapshots:  # (the plugin's own snapshots, handed over: one event)
                 run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in snapshots.items()},

@@ -78,6 +78,11 @@ class WatchAdapter:
             self._scale = self.scaler.get_scale()
         return self.driver.batch_start(batch)
 
+    def loss_scale(self) -> float:
+        """The scale of the loss the gradients in ``.grad`` carry until the scaler unscales
+        them (1.0 without a scaler)."""
+        return self.scaler.get_scale() if self.scaler is not None else 1.0
+
     def found_skipped(self) -> bool:
         """Whether the open batch's step was skipped by the loss scaler (then counted)."""
         driver = self.driver

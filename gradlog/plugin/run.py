@@ -136,6 +136,12 @@ class Run:
         self.driver.phase = phase
 
     @property
+    def loss_scale(self) -> float:
+        """The loss scale of ``gl.watch(..., scaler=)`` (1.0 without one): what a hook that
+        reads ``.grad`` during backward (before the scaler unscales it) divides by."""
+        return self._adapter.loss_scale()
+
+    @property
     def micro_batch(self) -> int:
         """Which batch of the current step this is (0: the first; more with gradient
         accumulation announced batch by batch with ``run.batch``)."""

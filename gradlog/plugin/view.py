@@ -128,6 +128,11 @@ class PluginRun:
         return self._run.amp_skipped_steps
 
     @property
+    def loss_scale(self) -> float:
+        """See ``Run.loss_scale``: for hooks that read gradients during backward."""
+        return self._run.loss_scale
+
+    @property
     def rank(self) -> int:
         return self._run.rank
 

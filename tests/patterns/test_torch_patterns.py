@@ -34,9 +34,10 @@ from gradlog.testing import MemoryWriter  # noqa: E402
 F = torch.nn.functional
 
 
-def _gradient_plugins(every: int = 1) -> list:
-    return [GradNorm(every=every, per_layer=False),
-            Histogram(every=every, kinds=["grad_raw", "grad", "weight", "activation"])]
+def _gradient_plugins(every: int = 1, per_rank: bool = False) -> list:
+    return [GradNorm(every=every, per_layer=False, per_rank=per_rank),
+            Histogram(every=every, kinds=["grad_raw", "grad", "weight", "activation"],
+                      per_rank=per_rank)]
 
 
 def _assert_gradients_logged(logged: Logged, expected: dict[int, dict[str, np.ndarray]],
@@ -66,7 +67,7 @@ def test_fp16_autocast_with_grad_scaler_logs_unscaled_gradients_and_counts_a_ski
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
     applied: dict[int, dict[str, np.ndarray]] = {}
     skipped_at = 2
-    with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(),
+    with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(per_rank=True),
                   scaler=scaler, strict=True) as run:
         for step, (x, y) in enumerate(batches(6)):
             opt.zero_grad()
@@ -92,6 +93,8 @@ def test_fp16_autocast_with_grad_scaler_logs_unscaled_gradients_and_counts_a_ski
     _assert_gradients_logged(logged, applied)  # nothing at step 2, nothing loss-scaled
     assert logged.scalars("amp/skipped_steps") == [(skipped_at, 1.0)]
     assert max(v for _, v in logged.scalars("grad-norm/global")) < 10.0  # (scale: 65536)
+    if recipe == "scaler.step":  # the per-rank values, read during backward, unscaled too
+        _assert_gradients_logged(Logged(tmp_path / "rank0"), {}, raw=applied)
 
 
 def test_bf16_autocast_logs_the_float32_gradients_applied(tmp_path):
