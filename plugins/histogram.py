@@ -95,14 +95,15 @@ def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
 class Histogram(Plugin):
     """Histograms of weights, gradients (raw and final) and activations, every N steps.
 
-    Gradients are logged twice: ``histogram/grad_raw/<param>`` as backward produced them
-    (taken after the last backward of the step, before any mutator such as grad-clip or
-    grad-noise) and ``histogram/grad/<param>`` as the optimizer applies them (taken in
-    on_before_optimizer_step, after every mutator; when nothing changed them, bit for bit,
-    one histogram is computed for both). ``histogram/weight/<param>`` is taken
-    before the update; ``histogram/activation/<module>`` comes from forward hooks on the
-    selected leaf modules, registered only for the first forward of a logging step (until its
-    backward; with gradient accumulation, the first micro-batch). The update ratio
+    Gradients are logged twice, when the optimizer is about to apply them (accumulated over
+    micro-batches, unscaled by AMP): ``histogram/grad_raw/<param>`` in on_after_backward,
+    before any mutator such as grad-clip or grad-noise, and ``histogram/grad/<param>`` in
+    on_before_optimizer_step, after every mutator (when nothing changed them, bit for bit,
+    one histogram is computed for both). ``histogram/weight/<param>`` is taken at the step's
+    first batch, before the update; ``histogram/activation/<module>`` comes from forward
+    hooks on the selected leaf modules, registered only for the first forward of the model
+    in a logging step (removed when it ends; with gradient accumulation, the first
+    micro-batch). The update ratio
     ``histogram/update_ratio/<param>`` is the scalar ||w_after - w_before|| / ||w_before||
     (Frobenius norms; momentum, Adam and weight decay included; around 1e-3 is healthy),
     left out for parameters whose norm is 0.
