@@ -29,16 +29,16 @@ __all__ = ["WatchAdapter"]
 
 class WatchAdapter:
     """Hooks of ``model`` and ``optimizer`` (and a loss ``scaler``) driving ``driver``; the
-    handles are kept by whoever attaches it. ``busy()`` is true during a plugin's internal
-    pass, which drives nothing."""
+    handles are kept by whoever attaches it. A plugin's internal pass (``passes.owner`` set)
+    drives nothing."""
 
     def __init__(self, driver: Any, engine: Any, model: Any, optimizer: Any, *,
-                 busy: Any, scaler: Any = None, auto_batches: bool = True) -> None:
+                 passes: Any, scaler: Any = None, auto_batches: bool = True) -> None:
         self.driver = driver
         self.engine = engine
         self.model = model
         self.optimizer = optimizer
-        self.busy = busy
+        self.passes = passes
         self.scaler = scaler if scaler is not None and _enabled(scaler) else None
         self.auto_batches = auto_batches
         self._scale: float | None = None  # the loss scale when the open batch started
@@ -59,13 +59,13 @@ class WatchAdapter:
     # -- the hooks ------------------------------------------------------------------------------
     def _root_forward(self, module: Any, args: tuple) -> Any:
         driver = self.driver
-        if (self.busy() or driver.phase != "train" or not module.training
+        if (self.passes.owner is not None or driver.phase != "train" or not module.training
                 or not self.engine.is_grad_enabled()):
             return None
         if driver.in_batch and not driver.stepped and not self.found_skipped():
             return None  # a later forward of the same batch (accumulation, closures)
         batch = args if len(args) != 1 else args[0]
-        new = self.batch_start(batch)
+        new = self.driver.batch_start(batch) if self.scaler is None else self.batch_start(batch)
         if new is batch:
             return None
         return new if isinstance(new, tuple) else (new,)
@@ -73,8 +73,8 @@ class WatchAdapter:
     def batch_start(self, batch: Any) -> Any:
         """A batch starts (its first forward, or ``run.batch``): the previous one's skipped
         step is counted first, and the loss scale it starts with is kept."""
-        self.found_skipped()
         if self.scaler is not None:
+            self.found_skipped()
             self._scale = self.scaler.get_scale()
         return self.driver.batch_start(batch)
 
@@ -94,14 +94,14 @@ class WatchAdapter:
         return True
 
     def _backward_end(self) -> None:
-        if self.busy() or self.driver.phase != "train":
+        if self.passes.owner is not None or self.driver.phase != "train":
             return
         self.driver.backward_step()
 
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> Any:
-        if self.busy():
+        if self.passes.owner is not None:
             return None
-        closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+        closure = args[1] if len(args) > 1 else kwargs.get("closure") if kwargs else None
         if closure is None:
             self.driver.gradients_final(optimizer)
             return None
@@ -123,7 +123,7 @@ class WatchAdapter:
         return closure_then_gradients_final
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if not self.busy():
+        if self.passes.owner is None:
             self.driver.step_end()
 
 

@@ -106,13 +106,11 @@ class Run:
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
-        self.driver = StepDriver(self._dispatcher, self._take_metrics, self._step_done,
-                                 self._log_amp_skipped)
+        self.driver = StepDriver(self._dispatcher, self._step_done, self._log_amp_skipped)
         self._adapter = WatchAdapter(self.driver, self.engine, self.model, optimizer,
-                                     busy=lambda: self._passes.owner is not None,
-                                     scaler=scaler, auto_batches=auto_batches)
+                                     passes=self._passes, scaler=scaler,
+                                     auto_batches=auto_batches)
         self._framework_handles: list = []
-        self._metrics: dict = {}
         self._state = "new"
 
     # -- the driver's state, as users and plugins read it ----------------------------------
@@ -231,7 +229,7 @@ class Run:
         ``reduce``)."""
         v = self._ranks.reduce(float(self.engine.to_numpy(value)), reduce)
         if metric:
-            self._metrics[tag] = v
+            self.driver.metrics[tag] = v
         writer = self._ranks.target(per_rank)
         if writer is not None:
             writer.add_scalar(tag, v, self.step if step is None else step)
@@ -240,14 +238,10 @@ class Run:
     def _log_amp_skipped(self, count: int) -> None:
         self.log_scalar("amp/skipped_steps", count, metric=False)
 
-    def _take_metrics(self) -> dict:
-        logged, self._metrics = self._metrics, {}
-        return logged
-
     def _step_done(self) -> None:
         """The step is moving on: telemetry every ``telemetry_every`` steps."""
         self._steps_since_telemetry += 1
-        if self._telemetry_every and (self.step + 1) % self._telemetry_every == 0:
+        if self._telemetry_every and (self.driver.step + 1) % self._telemetry_every == 0:
             self._log_telemetry()
 
     def log_histogram(self, tag: str, values: Any, step: int | None = None,
@@ -452,7 +446,7 @@ class Run:
             for tag, value in metrics.items():
                 if isinstance(value, (int, float)) or self.engine.is_tensor(value):
                     self.log_scalar(tag, value)
-            self._metrics = {}
+            self.driver.metrics = {}
         self.driver.validation_end(metrics)
 
     # -- reporting -------------------------------------------------------------------------

@@ -42,16 +42,16 @@ __all__ = ["StepDriver"]
 
 class StepDriver:
     """Step, epoch, phase and batch state of one run; fires the loop events through
-    ``dispatcher``. ``logged_metrics()`` hands over (and forgets) the metrics the loop logged
-    during the batch; ``advanced()`` is called each time the step moves on (telemetry), and
+    ``dispatcher``. ``metrics`` collects what the loop logs during a batch (handed to
+    ``on_batch_end``); ``advanced()`` is called each time the step moves on (telemetry), and
     ``amp_skipped(count)`` at each step the loss scaler skipped (to log the count)."""
 
-    def __init__(self, dispatcher: Any, logged_metrics: Callable[[], dict],
-                 advanced: Callable[[], None], amp_skipped: Callable[[int], None]) -> None:
+    def __init__(self, dispatcher: Any, advanced: Callable[[], None],
+                 amp_skipped: Callable[[int], None]) -> None:
         self._dispatcher = dispatcher
         self._amp_skipped = amp_skipped
-        self._logged_metrics = logged_metrics
         self._advanced = advanced
+        self.metrics: dict = {}
         self.step = 0
         self.epoch = 0
         self.phase = "train"
@@ -83,7 +83,8 @@ class StepDriver:
         """The gradients ``optimizer`` is about to apply are final: ``on_after_backward``,
         then ``on_before_optimizer_step``. A plugin's ``SkipStep`` there clears every
         ``.grad`` of ``optimizer`` (the step then changes nothing) and is counted."""
-        self._open()
+        if not self.in_batch:
+            self._open()
         fire = self._dispatcher.fire
         fire("on_after_backward")
         if optimizer is None:
@@ -105,7 +106,8 @@ class StepDriver:
 
     def step_end(self) -> None:
         """The optimizer applied the step (marked before ``on_after_optimizer_step`` fires)."""
-        self._open()
+        if not self.in_batch:
+            self._open()
         self.stepped = True
         self._dispatcher.fire("on_after_optimizer_step")
 
@@ -122,7 +124,7 @@ class StepDriver:
         was stepped, also when a plugin raises there."""
         if not self.in_batch:
             return
-        logged = self._logged_metrics()
+        logged, self.metrics = self.metrics, {}
         self.in_batch = False
         stepped, self.stepped = self.stepped, False
         try:
