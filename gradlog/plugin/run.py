@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..engines import engine_for
+from ..utils.run_hooks import RunHook
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError, SkipStep
 from .passes import InternalPasses
@@ -76,6 +77,7 @@ class Run:
                  report: Callable[[str], None] | None = None) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
+        self._given_model = model  # (a compiled or data-parallel wrapper: its root hook)
         self.optimizer = optimizer
         self.collectives = self.engine.collectives()
         self._ranks = RankedWriters(writer, self.collectives, rank_writer)
@@ -264,7 +266,7 @@ class Run:
         for slot in self._dispatcher.slots:
             slot.registrar = HookRegistrar(
                 slot, model=self.model, optimizer=self.optimizer, passes=self._passes,
-                policy=self._policy, replacements=self._replacements)
+                policy=self._policy, replacements=self._replacements, engine=self.engine)
             slot.view = PluginRun(self, slot, self._passes)
             if slot.generator is None:  # not already restored by load_state_dict
                 slot.generator = self.engine.new_generator(
@@ -300,7 +302,8 @@ class Run:
         else:
             self._warn_no_optimizer()
         if self._auto_batches:
-            keep(self.model.register_forward_pre_hook(self._on_root_forward))
+            keep(self.engine.register_root_hook(self._given_model,
+                                                RunHook(self._on_root_forward)))
         self._follow_step(settle=True)
 
     def _follow_step(self, settle: bool = False) -> None:
