@@ -4,6 +4,7 @@ fixed probe batch."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -84,7 +85,7 @@ class ActivationStats(Plugin):
     not see it; gradients, modes, buffers and random state are restored, so training is
     unchanged) in eval mode and without autograd. Forward hooks on the selected modules exist
     only during that pass; a module called several times in it, or returning a tuple, dict
-    or dataclass, is logged per call and per tensor (``<module>#1``, ``<module>.0``: see
+    or dataclass, is logged per call and per tensor (``<module>-1``, ``<module>.0``: see
     ``gradlog.plugin.outputs``). Logs ``activation-stats/<module>/mean`` and ``/std`` and, per unit
     (channel of a conv output, feature of a linear one), ``/dead_fraction``: the fraction of
     units that are <= 0 for the whole probe batch (exactly 0 after a ReLU: they pass no
@@ -159,8 +160,8 @@ class ActivationStats(Plugin):
         try:
             with run.internal_pass("probe"):
                 run.model.train(self.options.mode == "train")
-                with run.engine.no_grad():
-                    run.model(x)
+                with run.engine.no_grad():  # (a dict batch: the model's keyword arguments)
+                    run.model(**x) if isinstance(x, Mapping) else run.model(x)
         finally:
             for h in handles:
                 run.hooks.remove(h)

@@ -11,6 +11,7 @@ probes the model holds no gradcam hooks.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -275,6 +276,11 @@ class GradCAM(Plugin):
         if probe is None or probe.get("images") is None:
             self._notice(run, "no-probe", "gradcam: no probe set 'probe' with images; no maps "
                          "are logged (gl.watch(probe_sets={'probe': {'images': x}}))")
+            probe = None
+        if probe is not None and isinstance(probe["images"], Mapping):
+            self._notice(run, "no-images", "gradcam: the probe set 'probe' holds a dict of "
+                         f"inputs ({', '.join(map(str, probe['images']))}), not images; "
+                         "Grad-CAM explains (N, C, H, W) image inputs; no maps are logged")
             probe = None
         if probe is None and two is None:
             return

@@ -113,7 +113,7 @@ class Histogram(Plugin):
     ``nn.MultiheadAttention``), registered only for the first forward pass of a logging step
     (with gradient accumulation, the first micro-batch) and removed when it ends, so the
     recomputation of checkpointed regions in backward is not logged again. A module called
-    several times in the pass is logged per call (``<module>``, ``<module>#1``, ...); the
+    several times in the pass is logged per call (``<module>``, ``<module>-1``, ...); the
     tensors of a tuple, list, dict or dataclass output each under their path (``lstm.0``,
     ``lstm.1.0``, ``encoder.last_hidden_state``: see ``gradlog.plugin.outputs``). The update ratio
     ``histogram/update_ratio/<param>`` is the scalar ||w_after - w_before|| / ||w_before||

@@ -5,8 +5,9 @@ A module may return one tensor or a container of them (``nn.LSTM``: ``(output, (
 model: a ``ModelOutput``, which is a dict), and may run several times in one forward pass (a
 shared block, a reused ``nn.ReLU``). The names, the same in every plugin:
 
-* ``<module>`` for the module's first call in a forward pass, ``<module>#1``, ``<module>#2``,
-  ... for its later calls in the same pass;
+* ``<module>`` for the module's first call in a forward pass, ``<module>-1``, ``<module>-2``,
+  ... for its later calls in the same pass (``-``: TensorBoard tags keep ``[A-Za-z0-9_./-]``,
+  and ``.`` already separates submodules and container entries);
 * after that, ``.<i>`` for the items of a tuple or list and ``.<key>`` for the entries of a
   dict (``ModelOutput`` included) and the fields of a dataclass, nested as deep as they go:
   ``lstm.0`` is an LSTM's output sequence, ``lstm.1.0`` its final hidden state;
@@ -24,7 +25,7 @@ __all__ = ["named_tensors", "call_name", "pick_output", "describe_output"]
 
 def call_name(module: str, call: int) -> str:
     """The name of a module's ``call``-th call (0: the first) in a forward pass."""
-    return module if call == 0 else f"{module}#{call}"
+    return module if call == 0 else f"{module}-{call}"
 
 
 def _entries(value: Any) -> list[tuple[str, Any]] | None:

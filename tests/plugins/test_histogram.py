@@ -295,8 +295,8 @@ def test_a_module_run_twice_in_a_step_logs_each_of_its_activations(lib):
             opt.zero_grad()
             model(lib.randn(4, 3)).sum().backward()
             opt.step()
-    # each call under its own tag: lin (the first in the forward pass), lin#1 (the second)
-    logged = [(step, v) for step in (0, 1) for tag in ("lin", "lin#1")
+    # each call under its own tag: lin (the first in the forward pass), lin-1 (the second)
+    logged = [(step, v) for step in (0, 1) for tag in ("lin", "lin-1")
               for _, t, at, v in writer.records
               if t == f"histogram/activation/{tag}" and at == step]
     assert [step for step, _ in logged] == [0, 0, 1, 1]
