@@ -122,7 +122,9 @@ class ActivationStats(Plugin):
 
     def on_batch_start(self, run: Any, batch: Any) -> None:
         if self.options.probe_set not in run.probe_sets:
-            self._batch = batch[0] if isinstance(batch, (tuple, list)) else batch
+            if isinstance(batch, (tuple, list)):  # (empty: model(**inputs) in a user's loop)
+                batch = batch[0] if batch else None
+            self._batch = batch
 
     def on_after_optimizer_step(self, run: Any) -> None:
         self._updates += 1
