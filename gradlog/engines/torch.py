@@ -210,9 +210,15 @@ class TorchEngine(Engine):
         return Collectives()
 
     def local_module(self, model: Any) -> Any:
+        return self._wrapped(model)[-1]
+
+    def _wrapped(self, model: Any) -> list:
+        """``model`` and the modules it wraps, outermost first: DistributedDataParallel,
+        DataParallel and torch.compile's wrappers, in any order."""
         parallel = self.torch.nn.parallel
         wrappers = (parallel.DistributedDataParallel, parallel.DataParallel)
-        while True:  # (DDP(compile(m)), compile(DDP(m)), ...)
+        chain = [model]
+        while True:
             if isinstance(model, wrappers):
                 model = model.module
             elif self._compiled(model):
@@ -220,17 +226,19 @@ class TorchEngine(Engine):
                 # documented way back to the original names and state_dict keys)
                 model = model._orig_mod
             else:
-                return model
+                return chain
+            chain.append(model)
 
     def register_root_hook(self, model: Any, hook: Any) -> Handles:
-        if not self._compiled(model):
+        chain = self._wrapped(model)
+        if not any(self._compiled(m) for m in chain):
             return super().register_root_hook(model, hook)
-        # NOTE: on the compiled module's own wrapper, whose hooks run outside compiled code.
-        # Compiled code ignores module hooks added or removed after it was compiled (dynamo
-        # does not guard on them), so a forward during which gradlog's hooks are on the
-        # model runs eagerly (torch.compiler.set_stance("force_eager")): the hooks fire, and
-        # no graph is compiled with them in it.
-        eager = EagerWhileHooked(self.torch, self.local_module(model))
+        # NOTE: on the outermost wrapper, whose hooks run outside compiled code. Compiled
+        # code ignores module hooks added or removed after it was compiled (dynamo does not
+        # guard on them), so a forward during which gradlog's hooks are on the model runs
+        # eagerly (torch.compiler.set_stance("force_eager")): the hooks fire, and no graph
+        # is compiled with them in it.
+        eager = EagerWhileHooked(self.torch, chain[-1])
         return Handles([model.register_forward_pre_hook(hook),
                         model.register_forward_pre_hook(RunHook(eager.enter)),
                         model.register_forward_hook(RunHook(eager.exit), always_call=True)])

@@ -86,3 +86,19 @@ def test_compiled_bare_model_has_no_graph_break(fresh_dynamo):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     sgd_steps(model, opt, batches(6), call=torch.compile(model, backend="aot_eager"))
     assert _graph_breaks() == 0 and counters["stats"]["unique_graphs"] == 1
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda m: torch.compile(torch.nn.DataParallel(m), backend="aot_eager"),
+    lambda m: torch.nn.DataParallel(torch.compile(m, backend="aot_eager")),
+], ids=["compile(DataParallel)", "DataParallel(compile)"])
+def test_a_compiled_model_inside_or_around_a_data_parallel_wrapper(fresh_dynamo, wrap):
+    torch.manual_seed(0)
+    model = SmallCNN()
+    wrapped = wrap(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    writer = MemoryWriter()
+    with gl.watch(wrapped, opt, writer=writer, strict=True, plugins=["histogram:every=2"]):
+        sgd_steps(model, opt, batches(5), call=wrapped)
+    assert writer.series("histogram", "histogram/activation/relu1").steps == [0, 2, 4]
+    assert _graph_breaks() == 0 and counters["stats"]["unique_graphs"] == 1
