@@ -27,7 +27,7 @@ class HookRegistrar:
     """One plugin's hooks on the run's model, tensors and optimizer."""
 
     def __init__(self, slot: Any, *, model: Any, optimizer: Any, passes: Any,
-                 policy: FailurePolicy, replacements: Any, engine: Any = None) -> None:
+                 policy: FailurePolicy, replacements: Any, engine: Any) -> None:
         self._slot = slot
         self._engine = engine
         self._model = model
@@ -79,8 +79,7 @@ class HookRegistrar:
                 replacements.note(slot, what)
             return result
 
-        if self._engine is not None:
-            hook = self._engine.opaque(hook)
+        hook = self._engine.opaque(hook)
         # the engine's checks of a returned value name the hook: this names the plugin too
         return RunHook(hook, f"{slot.name}.{getattr(fn, '__name__', 'hook')}")
 
