@@ -111,6 +111,8 @@ class ActivationStats(Plugin):
         chosen = []
         for name, module in run.model.named_modules():
             default, saturation = activation_kind(type(module).__name__)
+            # (by default leaves only: a ReLUBlock of layers is not an activation function)
+            default = default and next(iter(module.children()), None) is None
             if not selected([name], o.include or (["*"] if default else []), o.exclude):
                 continue
             chosen.append((name or "root", module, saturation))

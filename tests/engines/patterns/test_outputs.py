@@ -77,23 +77,26 @@ def test_the_lstms_histogram_counts_are_numpys_of_its_output(tmp_path):
     assert hist.num == direct.size and hist.min == pytest.approx(direct.min(), rel=1e-6)
 
 
-def test_gradcam_explains_the_tensor_picked_with_output():
+@pytest.mark.parametrize("options, module, call, pick", [
+    ("layer=down,output=0", "down", 0, lambda out: out[0]),  # (down, skip): down
+    ("layer=relu,call=1", "relu", 1, lambda out: out),  # the reused ReLU's second call
+])
+def test_gradcam_explains_the_tensor_and_call_picked(options, module, call, pick):
     probe = torch.randn(2, 1, 6, 6)
-    writer, copies, _ = _train(["gradcam:layer=down,output=0,every=1,target=1"], steps=1,
-                               probe=probe)
-    (image,) = writer.series("image", "gradcam/down").values
-    assert image.ndim == 3
-    # the map, independently: Grad-CAM of class 1 at down's first output, in float64
+    writer, copies, _ = _train([f"gradcam:{options},every=1,target=1"], steps=1, probe=probe)
+    assert writer.series("image", f"gradcam/{module}").steps == [0]
+    # the map, independently: Grad-CAM of class 1 at that tensor, in float64 (the probe at
+    # the start of training, on the weights before the first step)
     ref = copies[0].eval()
-    kept = {}
+    kept = []
 
-    def keep(module, args, output):
-        kept["down"] = output[0]
-    ref.down.register_forward_hook(keep)
+    def keep(m, args, output):
+        kept.append(pick(output))
+    ref.get_submodule(module).register_forward_hook(keep)
     score = ref(probe.double())[:, 1].sum()
-    (grad,) = torch.autograd.grad(score, kept["down"])
+    (grad,) = torch.autograd.grad(score, kept[call])
     weights = grad.mean(dim=(2, 3), keepdim=True)
-    cam = torch.relu((weights * kept["down"]).sum(1)).detach().numpy()
+    cam = torch.relu((weights * kept[call]).sum(1)).detach().numpy()
     np.testing.assert_allclose(_train.run.plugin("gradcam").last["cams"], cam, rtol=1e-4,
                                atol=1e-7)
 
@@ -112,12 +115,6 @@ def test_gradcam_says_once_what_a_layer_it_cannot_use_returned(layer, what):
     said = [str(w.message) for w in caught if "gradcam" in str(w.message)]
     assert said == [f"gradcam: layer '{layer}' returned {what}; no maps are logged"]
     assert writer.series("text", "gradcam/notice").values == said
-
-
-def test_gradcam_explains_a_later_call_with_call():
-    writer, _, _ = _train(["gradcam:layer=relu,call=1,every=1"], steps=1,
-                          probe=torch.randn(2, 1, 6, 6))
-    assert writer.series("image", "gradcam/relu").steps == [0]
 
 
 def test_pick_output_names_the_keys_there_are():
