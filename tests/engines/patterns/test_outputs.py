@@ -122,3 +122,25 @@ def test_pick_output_names_the_keys_there_are():
     assert pick_output((1, 2), 1) == 2
     with pytest.raises(KeyError, match="no 'c' in the output; it has: a, b"):
         pick_output({"a": 1, "b": 2}, "c")
+
+
+def test_named_tensors_walk_dicts_dataclasses_and_nested_tuples_in_order():
+    import dataclasses
+    from collections import OrderedDict
+
+    @dataclasses.dataclass
+    class Pair:
+        first: object
+        second: object
+
+    class ModelOutput(OrderedDict):  # as transformers' (a dict of its non-None fields)
+        pass
+
+    a, b, c, d = (torch.full((1,), float(i)) for i in range(4))
+    out = ModelOutput(last_hidden_state=a, hidden_states=(b, Pair(c, None)), logits=d)
+    named = named_tensors(out, torch.is_tensor, "bert")
+    assert [(path, float(t)) for path, t in named] == [
+        ("bert.last_hidden_state", 0.0), ("bert.hidden_states.0", 1.0),
+        ("bert.hidden_states.1.first", 2.0), ("bert.logits", 3.0)]
+    assert named_tensors(a, torch.is_tensor, "x") == [("x", a)]
+    assert named_tensors("text", torch.is_tensor, "x") == []
