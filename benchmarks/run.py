@@ -21,7 +21,7 @@ WORKLOADS = {
     "W3": "dispatch",
     "W5": "writer", "W5b": "writer",
     "W6": "memory",
-    "W7": "torch_watch",
+    "W7": "torch_watch", "W7c": "torch_compiled",
     "W8": "distributed",
 }
 

@@ -4,20 +4,35 @@ fixed probe batch."""
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from gradlog.plugin import Plugin
+from gradlog.plugin.outputs import call_name, named_tensors
 from gradlog.plugin.selection import selected
 
-# Selected by default (class names, the same in PyTorch): rectifier-like activations report
-# dead units, saturating ones the fraction of saturated values.
-RECTIFIERS = ("ReLU", "ReLU6", "LeakyReLU", "PReLU", "RReLU", "ELU", "CELU", "SELU", "GELU",
-              "SiLU", "Mish", "Softplus", "Hardswish")
-SATURATING = {"Tanh": (-0.97, 0.97), "Hardtanh": (-0.97, 0.97), "Softsign": (-0.97, 0.97),
-              "Sigmoid": (0.015, 0.985), "Hardsigmoid": (0.015, 0.985)}
+# Selected by default: activation modules, recognised by class name so that other libraries'
+# count too (transformers' GELUActivation, NewGELUActivation, SiLUActivation; timm's GELUTanh,
+# Swish, HardSwishMe, ...). Rectifier-like ones report dead units, saturating ones the fraction
+# of saturated values; a name is first tested as a rectifier (GELUTanh is a GELU).
+RECTIFIER_NAMES = ("relu", "gelu", "elu", "silu", "swish", "mish", "softplus")
+SATURATING_NAMES = (("logsigmoid", None), ("sigmoid", (0.015, 0.985)),
+                    ("tanhshrink", None), ("tanh", (-0.97, 0.97)), ("softsign", (-0.97, 0.97)))
+
+
+def activation_kind(class_name: str) -> tuple[bool, tuple[float, float] | None]:
+    """Whether a module class is an activation (by its name, case-insensitive), and its
+    saturation bounds (None for a rectifier)."""
+    name = class_name.lower()
+    if any(part in name for part in RECTIFIER_NAMES):
+        return True, None
+    for part, bounds in SATURATING_NAMES:
+        if part in name:
+            return bounds is not None, bounds
+    return False, None
 
 
 @dataclass
@@ -26,8 +41,9 @@ class Options:
         "help": "probe every N optimizer steps (after the step's update), and at each epoch end",
         "min": 1})
     include: list[str] = field(default_factory=list, metadata={
-        "help": "globs over module names to probe; empty: every activation module (ReLU, "
-                "LeakyReLU, GELU, Tanh, Sigmoid, ...)"})
+        "help": "globs over module names to probe (any module); empty: every activation "
+                "module, by class name (ReLU, GELU, SiLU, Tanh, Sigmoid, ..., and other "
+                "libraries' such as GELUActivation)"})
     exclude: list[str] = field(default_factory=list, metadata={
         "help": "globs over module names left out"})
     probe_set: str = field(default="probe", metadata={
@@ -68,7 +84,9 @@ class ActivationStats(Plugin):
     probe set's images go through the model once, inside an internal pass (other plugins do
     not see it; gradients, modes, buffers and random state are restored, so training is
     unchanged) in eval mode and without autograd. Forward hooks on the selected modules exist
-    only during that pass. Logs ``activation-stats/<module>/mean`` and ``/std`` and, per unit
+    only during that pass; a module called several times in it, or returning a tuple, dict
+    or dataclass, is logged per call and per tensor (``<module>-1``, ``<module>.0``: see
+    ``gradlog.plugin.outputs``). Logs ``activation-stats/<module>/mean`` and ``/std`` and, per unit
     (channel of a conv output, feature of a linear one), ``/dead_fraction``: the fraction of
     units that are <= 0 for the whole probe batch (exactly 0 after a ReLU: they pass no
     gradient). Tanh and Sigmoid report ``/saturated_fraction`` instead (|tanh| > 0.97).
@@ -92,11 +110,12 @@ class ActivationStats(Plugin):
         o = self.options
         chosen = []
         for name, module in run.model.named_modules():
-            kind = type(module).__name__
-            default = kind in RECTIFIERS or kind in SATURATING
+            default, saturation = activation_kind(type(module).__name__)
+            # (by default leaves only: a ReLUBlock of layers is not an activation function)
+            default = default and next(iter(module.children()), None) is None
             if not selected([name], o.include or (["*"] if default else []), o.exclude):
                 continue
-            chosen.append((name or "root", module, SATURATING.get(kind)))
+            chosen.append((name or "root", module, saturation))
         self._modules = chosen
         if not chosen:
             warnings.warn("activation-stats: no module selected (the model has no activation "
@@ -105,7 +124,9 @@ class ActivationStats(Plugin):
 
     def on_batch_start(self, run: Any, batch: Any) -> None:
         if self.options.probe_set not in run.probe_sets:
-            self._batch = batch[0] if isinstance(batch, (tuple, list)) else batch
+            if isinstance(batch, (tuple, list)):  # (empty: model(**inputs) in a user's loop)
+                batch = batch[0] if batch else None
+            self._batch = batch
 
     def on_after_optimizer_step(self, run: Any) -> None:
         self._updates += 1
@@ -136,14 +157,15 @@ class ActivationStats(Plugin):
                               stacklevel=2)
             return
         found: dict[str, dict[str, float]] = {}
+        calls: dict[str, int] = {}
         handles = [run.hooks.register_forward_hook(
-                       module, self._capture(run.engine, name, sat, found))
+                       module, self._capture(run.engine, name, sat, found, calls))
                    for name, module, sat in self._modules]
         try:
             with run.internal_pass("probe"):
                 run.model.train(self.options.mode == "train")
-                with run.engine.no_grad():
-                    run.model(x)
+                with run.engine.no_grad():  # (a dict batch: the model's keyword arguments)
+                    run.model(**x) if isinstance(x, Mapping) else run.model(x)
         finally:
             for h in handles:
                 run.hooks.remove(h)
@@ -156,10 +178,12 @@ class ActivationStats(Plugin):
                                    per_rank=True)
 
     @staticmethod
-    def _capture(engine: Any, name: str, saturation: Any, found: dict) -> Any:
+    def _capture(engine: Any, name: str, saturation: Any, found: dict, calls: dict) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
-            if name not in found and not isinstance(output, (tuple, list, dict)):
-                found[name] = unit_stats(engine.to_numpy(output), saturation)
+            call = calls.get(name, 0)  # (each call of the module, each tensor it returns)
+            calls[name] = call + 1
+            for path, value in named_tensors(output, engine.is_tensor, call_name(name, call)):
+                found[path] = unit_stats(engine.to_numpy(value), saturation)
         return hook
 
     def state_dict(self) -> dict:

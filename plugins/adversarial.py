@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -351,10 +352,14 @@ class Adversarial(Plugin):
 
 def _inputs_targets(batch: Any) -> tuple:
     if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        what = type(batch).__name__
+        if isinstance(batch, Mapping):  # e.g. a Hugging Face model's batch
+            what += f" with keys {', '.join(map(str, batch))}"
+        elif isinstance(batch, (tuple, list)):
+            what += f" of {len(batch)} item(s)"
         raise RuntimeError(
-            "adversarial needs training batches of (inputs, targets), got "
-            f"{type(batch).__name__}; in your own loop under gl.watch, announce each batch "
-            "with x, y = run.batch(x, y)")
+            f"adversarial needs training batches of (inputs, targets), got a {what}; in your "
+            "own loop under gl.watch, announce each batch with x, y = run.batch(x, y)")
     return batch[0], batch[1]
 
 

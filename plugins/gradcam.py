@@ -10,12 +10,15 @@ probes the model holds no gradcam hooks.
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from gradlog.plugin import Plugin, PluginConfigError
+from gradlog.plugin.outputs import describe_output, named_tensors, pick_output
 
 __all__ = ["GradCAM", "cam_maps", "upsample_bilinear", "normalize_maps", "colorize",
            "image_grid", "pointing_hits", "COLORMAPS"]
@@ -45,6 +48,13 @@ class Options:
     layer: str = field(default="", metadata={
         "help": "module path of the target layer, as in named_modules() (e.g. '6' or "
                 "'features.3'); empty: the model's last Conv2d (no Conv2d: a notice, no maps)"})
+    output: int | str = field(default="", metadata={
+        "help": "which tensor of the layer's output to explain when it returns a tuple, list, "
+                "dict or dataclass: an index or a key (e.g. 0 for (down, skip), "
+                "'last_hidden_state'); empty: the output itself, which must be a tensor"})
+    call: int = field(default=0, metadata={
+        "help": "which call of the layer in a forward pass to explain, when it runs several "
+                "times (0: the first)", "min": 0})
     method: Literal["gradcam", "gradcam++", "layercam"] = field(default="gradcam", metadata={
         "help": "gradcam: channel weights = mean gradient; gradcam++: weights from positive "
                 "gradients with pixel coefficients; layercam: ReLU(gradient) x activation"})
@@ -186,6 +196,11 @@ def find_layer(model: Any, layer: str) -> str | None:
     return convs[-1] if convs else None
 
 
+class UnusableLayer(Exception):
+    """The target layer's output is not one (N, C, H, W) tensor (the message says what it
+    is)."""
+
+
 def _as_tensor(engine: Any, value: Any) -> Any:
     return value if engine.is_tensor(value) else engine.from_numpy(
         np.asarray(value, dtype=np.float32))
@@ -262,13 +277,24 @@ class GradCAM(Plugin):
             self._notice(run, "no-probe", "gradcam: no probe set 'probe' with images; no maps "
                          "are logged (gl.watch(probe_sets={'probe': {'images': x}}))")
             probe = None
+        if probe is not None and isinstance(probe["images"], Mapping):
+            self._notice(run, "no-images", "gradcam: the probe set 'probe' holds a dict of "
+                         f"inputs ({', '.join(map(str, probe['images']))}), not images; "
+                         "Grad-CAM explains (N, C, H, W) image inputs; no maps are logged")
+            probe = None
         if probe is None and two is None:
             return
-        with run.internal_pass("probe"):
-            if self.options.eval_mode:
-                run.model.eval()
-            shown = self._maps(run, probe) if probe is not None else None
-            hits = self._discrimination(run, two) if two is not None else None
+        try:
+            with run.internal_pass("probe"):
+                if self.options.eval_mode:
+                    run.model.eval()
+                shown = self._maps(run, probe) if probe is not None else None
+                hits = self._discrimination(run, two) if two is not None else None
+        except UnusableLayer as exc:  # said once; the layer is not probed again
+            self.layer = None
+            self._notice(run, "unusable", str(exc))
+            warnings.warn(str(exc), RuntimeWarning, stacklevel=2)
+            return
         if shown is not None:
             self._log_maps(run, *shown)
         if hits is not None:
@@ -291,15 +317,33 @@ class GradCAM(Plugin):
                 logits = run.model(_as_tensor(engine, images))
         finally:
             run.hooks.remove(handle)
-        if len(outputs) != 1 or not engine.is_tensor(outputs[0]) or outputs[0].dim() != 4:
-            raise RuntimeError(f"gradcam: layer '{self.layer}' must run once per forward and "
-                               "return one (N, C, H, W) tensor; got "
-                               f"{len(outputs)} call(s)")
-        act = outputs[0]
+        act = self._explained(engine, outputs)
         if not act.requires_grad:
             raise RuntimeError(f"gradcam: the output of layer '{self.layer}' does not require "
                                "grad (are the layers before it frozen?)")
         return act, np.array(engine.to_numpy(act), dtype=np.float64), logits
+
+    def _explained(self, engine: Any, outputs: list) -> Any:
+        """The tensor to explain among the layer's calls' outputs (options ``call`` and
+        ``output``); an ``UnusableLayer`` saying what the layer returned otherwise."""
+        o, where = self.options, f"gradcam: layer '{self.layer}'"
+        if o.call >= len(outputs):
+            raise UnusableLayer(f"{where} ran {len(outputs)} time(s) in the probe's forward "
+                                f"pass, so it has no call={o.call}")
+        chosen = outputs[o.call]
+        if o.output != "":
+            try:
+                chosen = pick_output(chosen, o.output)
+            except KeyError as exc:
+                raise UnusableLayer(f"{where}, output={o.output!r}: {exc.args[0]}") from None
+        if not engine.is_tensor(chosen) or chosen.dim() != 4:
+            paths = [path[1:] for path, _ in named_tensors(chosen, engine.is_tensor)]
+            hint = (f"; pick one with output=<index or key> ({', '.join(paths)})"
+                    if len(paths) > 1 else "")
+            raise UnusableLayer(f"{where} returned {describe_output(chosen, engine.is_tensor)}; "
+                                f"Grad-CAM needs one (N, C, H, W) tensor{hint}; no maps are "
+                                "logged")
+        return chosen
 
     def _cams(self, engine: Any, act: Any, values: np.ndarray, logits: Any,
               targets: np.ndarray, retain: bool) -> np.ndarray:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from gradlog.plugin import Plugin
+from gradlog.plugin.outputs import call_name, named_tensors
 from gradlog.plugin.selection import selected
 
 KINDS = ("weight", "grad_raw", "grad", "activation", "update_ratio")
@@ -51,6 +52,14 @@ class Options:
         if isinstance(self.bins, str) and self.bins not in BIN_RULES:
             raise ValueError(f"option 'bins': unknown rule {self.bins!r}; accepted: a positive "
                              f"integer or one of {', '.join(BIN_RULES)}")
+
+
+def _computes(module: Any) -> bool:
+    """Whether a module's output gets an activation histogram: a leaf (no submodules), or a
+    module with parameters of its own (``nn.MultiheadAttention`` computes with its
+    ``in_proj_weight`` and only holds its ``out_proj``)."""
+    return next(iter(module.children()), None) is None or \
+        next(iter(module.parameters(recurse=False)), None) is not None
 
 
 def _owner(param_name: str) -> str:
@@ -101,9 +110,13 @@ class Histogram(Plugin):
     on_before_optimizer_step, after every mutator (when nothing changed them, bit for bit,
     one histogram is computed for both). ``histogram/weight/<param>`` is taken at the step's
     first batch, before the update; ``histogram/activation/<module>`` comes from forward
-    hooks on the selected leaf modules, registered only for the first forward of the model
-    in a logging step (removed when it ends; with gradient accumulation, the first
-    micro-batch). The update ratio
+    hooks on the selected modules (leaves, and modules with parameters of their own such as
+    ``nn.MultiheadAttention``), registered only for the first forward pass of a logging step
+    (with gradient accumulation, the first micro-batch) and removed when it ends, so the
+    recomputation of checkpointed regions in backward is not logged again. A module called
+    several times in the pass is logged per call (``<module>``, ``<module>-1``, ...); the
+    tensors of a tuple, list, dict or dataclass output each under their path (``lstm.0``,
+    ``lstm.1.0``, ``encoder.last_hidden_state``: see ``gradlog.plugin.outputs``). The update ratio
     ``histogram/update_ratio/<param>`` is the scalar ||w_after - w_before|| / ||w_before||
     (Frobenius norms; momentum, Adam and weight decay included; around 1e-3 is healthy),
     left out for parameters whose norm is 0.
@@ -134,6 +147,7 @@ class Histogram(Plugin):
         self._before: dict[str, np.ndarray] = {}
         self._acts: dict[str, np.ndarray] = {}  # this step's activations, until logged
         self._act_handles: list = []
+        self._calls: dict[str, int] = {}  # calls of each module in this forward pass
 
     # -- selection --------------------------------------------------------------------------
     def _selected(self, *names: str) -> bool:
@@ -144,9 +158,8 @@ class Histogram(Plugin):
                             if self._selected(n, _owner(n))]
         self._module_list = []
         if "activation" in self._kinds:
-            leaves = [(n, m) for n, m in run.model.named_modules()
-                      if next(iter(m.children()), None) is None]
-            self._module_list = [(n or "root", m) for n, m in leaves if self._selected(n)]
+            self._module_list = [(n or "root", m) for n, m in run.model.named_modules()
+                                 if _computes(m) and self._selected(n)]
         if self.options.per_rank and "grad_raw" in self._kinds:
             for n, p in self._param_list:
                 if p.requires_grad:
@@ -252,17 +265,18 @@ class Histogram(Plugin):
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)
+        self._calls = {}
         for name, module in self._module_list:
             self._act_handles.append(
                 run.hooks.register_forward_hook(module, self._activation_hook(run, name)))
-        # (registered last: after the leaves' hooks when the root is itself a leaf)
-        self._act_handles.append(
-            run.hooks.register_forward_hook(run.model, self._forward_done(run)))
+        # The hooks go when the model's forward pass ends: the recomputation of a
+        # checkpointed region (torch.utils.checkpoint, gradlog.utils.checkpoint) reruns its
+        # forward during backward, and is not logged again.
+        self._act_handles.append(run.hooks.register_forward_hook(
+            run.model, self._forward_done(run), always_call=True))
 
     def _forward_done(self, run: Any) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
-            # the step's first training forward of the whole model is over: its activations
-            # are the step's (with gradient accumulation, the first micro-batch's)
             if run.phase == "train":
                 self._detach_activation_hooks(run)
         return hook
@@ -276,13 +290,14 @@ class Histogram(Plugin):
         self._log_activations(run)
 
     def _activation_hook(self, run: Any, name: str) -> Any:
-        tag = f"histogram/activation/{name}"
-
         def hook(module: Any, args: Any, output: Any) -> None:
-            if run.phase == "train" and not isinstance(output, (tuple, list, dict)):
-                if tag in self._acts:  # the module ran again in this step: an event each time
-                    self._log_activations(run)
-                self._acts[tag] = np.array(run.engine.to_numpy(output))
+            if run.phase != "train":
+                return
+            call = self._calls.get(name, 0)  # (a module may run several times per forward)
+            self._calls[name] = call + 1
+            prefix = f"histogram/activation/{call_name(name, call)}"
+            for tag, value in named_tensors(output, run.engine.is_tensor, prefix):
+                self._acts[tag] = np.array(run.engine.to_numpy(value))
         return hook
 
     def _log_activations(self, run: Any) -> None:

@@ -267,9 +267,20 @@ class Engine:
         raise NotImplementedError
 
     def local_module(self, model: Any) -> Any:
-        """The module a data-parallel wrapper (``DistributedDataParallel``) holds, else
-        ``model``: plugins see the module's own names, as in a one-process run."""
+        """The module a data-parallel wrapper (``DistributedDataParallel``) or a compiled
+        module holds, else ``model``: plugins see the module's own names, as in a one-process
+        run of the uncompiled model."""
         return model
+
+    def register_root_hook(self, model: Any, hook: Callable[..., Any]) -> Handles:
+        """``hook(module, args) -> args | None`` before each forward pass of ``model`` (the
+        run's batch signal): a forward pre-hook on ``local_module(model)``."""
+        return Handles([self.local_module(model).register_forward_pre_hook(hook)])
+
+    def opaque(self, hook: Callable[..., Any]) -> Callable[..., Any]:
+        """``hook`` as compiled code calls it: run as it is, never traced into a graph
+        (identity for an engine that compiles nothing)."""
+        return hook
 
     def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
         """Hooks registered on ``model`` (modules and parameters) and ``optimizer``: the leak

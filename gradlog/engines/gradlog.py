@@ -10,6 +10,7 @@ from .. import autograd
 from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
+from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
 __all__ = ["GradlogEngine", "MPICollectives"]
@@ -140,7 +141,8 @@ class GradlogEngine(Engine):
                 touched[0] = False
                 hook()
 
-        handles = [p.register_post_accumulate_grad_hook(accumulated)
+        hook_of_run = RunHook(accumulated)  # (a copy of the model gets an inert one)
+        handles = [p.register_post_accumulate_grad_hook(hook_of_run)
                    for p in parameters if p.requires_grad]
         handles.append(autograd.register_backward_end_hook(backward_end))
         return Handles(handles)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, map_tensors, read_only
 
 __all__ = ["TorchEngine", "ResumableLoader", "TorchCollectives"]
@@ -176,7 +177,8 @@ class TorchEngine(Engine):
                 queued[0] = True
                 engine.queue_callback(after_other_callbacks)
 
-        return Handles([p.register_post_accumulate_grad_hook(accumulated)
+        hook_of_run = RunHook(accumulated)  # (a copy of the model gets an inert one)
+        return Handles([p.register_post_accumulate_grad_hook(hook_of_run)
                         for p in parameters if p.requires_grad])
 
     # -- checkpoints and data ---------------------------------------------------------------------
@@ -208,9 +210,48 @@ class TorchEngine(Engine):
         return Collectives()
 
     def local_module(self, model: Any) -> Any:
+        return self._wrapped(model)[-1]
+
+    def _wrapped(self, model: Any) -> list:
+        """``model`` and the modules it wraps, outermost first: DistributedDataParallel,
+        DataParallel and torch.compile's wrappers, in any order."""
         parallel = self.torch.nn.parallel
         wrappers = (parallel.DistributedDataParallel, parallel.DataParallel)
-        return model.module if isinstance(model, wrappers) else model
+        chain = [model]
+        while True:
+            if isinstance(model, wrappers):
+                model = model.module
+            elif self._compiled(model):
+                # NOTE: _orig_mod is where torch.compile keeps the user's module (its
+                # documented way back to the original names and state_dict keys)
+                model = model._orig_mod
+            else:
+                return chain
+            chain.append(model)
+
+    def register_root_hook(self, model: Any, hook: Any) -> Handles:
+        chain = self._wrapped(model)
+        if not any(self._compiled(m) for m in chain):
+            return super().register_root_hook(model, hook)
+        # NOTE: on the outermost wrapper, whose hooks run outside compiled code. Compiled
+        # code ignores module hooks added or removed after it was compiled (dynamo does not
+        # guard on them), so a forward during which gradlog's hooks are on the model runs
+        # eagerly (torch.compiler.set_stance("force_eager")): the hooks fire, and no graph
+        # is compiled with them in it.
+        eager = EagerWhileHooked(self.torch, chain[-1])
+        return Handles([model.register_forward_pre_hook(hook),
+                        model.register_forward_pre_hook(RunHook(eager.enter)),
+                        model.register_forward_hook(RunHook(eager.exit), always_call=True)])
+
+    @staticmethod
+    def _compiled(model: Any) -> bool:
+        dynamo = sys.modules.get("torch._dynamo.eval_frame")  # (loaded by torch.compile)
+        return dynamo is not None and isinstance(model, dynamo.OptimizedModule)
+
+    def opaque(self, hook: Any) -> Any:
+        # compiled code calls the hook eagerly at a graph break (on the steps it is
+        # registered), instead of tracing numpy and clock calls into graphs
+        return self.torch.compiler.disable(hook)
 
     def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
         total = 0
@@ -222,6 +263,28 @@ class TorchEngine(Engine):
         if optimizer is not None:
             total += sum(len(getattr(optimizer, n, None) or ()) for n in _OPTIMIZER_REGISTRIES)
         return total
+
+
+class EagerWhileHooked:
+    """Runs the forward passes of a compiled module eagerly while a gradlog hook (a
+    ``RunHook``) is registered on one of its modules, compiled otherwise."""
+
+    def __init__(self, torch: Any, module: Any) -> None:
+        self._torch, self._module = torch, module
+        self._stance: Any = None
+
+    def hooked(self) -> bool:
+        return any(isinstance(h, RunHook) for m in self._module.modules()
+                   for registry in _MODULE_REGISTRIES for h in getattr(m, registry).values())
+
+    def enter(self, module: Any, args: Any) -> None:
+        if self._stance is None and self.hooked():
+            self._stance = self._torch.compiler.set_stance("force_eager")  # (set at once)
+
+    def exit(self, module: Any, args: Any, output: Any) -> None:
+        stance, self._stance = self._stance, None
+        if stance is not None:
+            stance.__exit__(None, None, None)  # back to the stance before
 
 
 class TorchCollectives(Collectives):

@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..utils.run_hooks import RunHook
+
 __all__ = ["WatchAdapter"]
 
 
 class WatchAdapter:
-    """Hooks of ``model`` and ``optimizer`` (and a loss ``scaler``) driving ``driver``; the
-    handles are kept by whoever attaches it. A plugin's internal pass (``passes.owner`` set)
+    """Hooks of ``model`` (as given to ``gl.watch``: maybe a compiled or data-parallel
+    wrapper) and ``optimizer`` (and a loss ``scaler``) driving ``driver``; the handles are kept
+    by whoever attaches it. A plugin's internal pass (``passes.owner`` set)
     drives nothing."""
 
     def __init__(self, driver: Any, engine: Any, model: Any, optimizer: Any, *,
@@ -52,8 +55,8 @@ class WatchAdapter:
         else:
             params = [p for p in self.model.parameters() if p.requires_grad]
             handles.append(self.engine.on_backward_end(params, self._backward_end))
-        if self.auto_batches:
-            handles.append(self.model.register_forward_pre_hook(self._root_forward))
+        if self.auto_batches:  # (on a compiled or data-parallel wrapper: the engine's choice)
+            handles.append(self.engine.register_root_hook(self.model, RunHook(self._root_forward)))
         return handles
 
     # -- the hooks ------------------------------------------------------------------------------

@@ -6,13 +6,17 @@ each hook so that
 * other plugins' internal passes (Grad-CAM probes, attack steps) do not reach it,
 * it is called through ``invoke`` under the run's failure policy, as events are: an exception
   or an observer's returned value is the plugin's failure, and its time counts towards the
-  plugin's ``ms_per_step``.
+  plugin's ``ms_per_step``,
+* compiled code (``torch.compile``) calls it without tracing it (``engine.opaque``), and a copy
+  of the model (``copy.deepcopy``, ``torch.save``) gets an inert hook instead
+  (``gradlog.utils.run_hooks``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..utils.run_hooks import RunHook
 from .errors import PluginConfigError
 from .policy import FailurePolicy, invoke
 
@@ -23,8 +27,9 @@ class HookRegistrar:
     """One plugin's hooks on the run's model, tensors and optimizer."""
 
     def __init__(self, slot: Any, *, model: Any, optimizer: Any, passes: Any,
-                 policy: FailurePolicy, replacements: Any) -> None:
+                 policy: FailurePolicy, replacements: Any, engine: Any) -> None:
         self._slot = slot
+        self._engine = engine
         self._model = model
         self._optimizer_obj = optimizer
         self._passes = passes
@@ -74,9 +79,9 @@ class HookRegistrar:
                 replacements.note(slot, what)
             return result
 
+        hook = self._engine.opaque(hook)
         # the engine's checks of a returned value name the hook: this names the plugin too
-        hook.__name__ = f"{slot.name}.{getattr(fn, '__name__', 'hook')}"
-        return hook
+        return RunHook(hook, f"{slot.name}.{getattr(fn, '__name__', 'hook')}")
 
     # -- tensors -------------------------------------------------------------------------
     def register_hook(self, tensor: Any, fn: Any) -> Any:

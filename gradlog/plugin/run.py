@@ -81,6 +81,7 @@ class Run:
                  report: Callable[[str], None] | None = None, scaler: Any = None) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
+        self._given_model = model  # (a compiled or data-parallel wrapper: its root hook)
         self.optimizer = optimizer
         self.collectives = self.engine.collectives()
         self._ranks = RankedWriters(writer, self.collectives, rank_writer)
@@ -107,7 +108,7 @@ class Run:
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
         self.driver = StepDriver(self._dispatcher, self._step_done, self._log_amp_skipped)
-        self._adapter = WatchAdapter(self.driver, self.engine, self.model, optimizer,
+        self._adapter = WatchAdapter(self.driver, self.engine, model, optimizer,
                                      passes=self._passes, scaler=scaler,
                                      auto_batches=auto_batches)
         self._framework_handles: list = []
@@ -321,7 +322,7 @@ class Run:
         for slot in self._dispatcher.slots:
             slot.registrar = HookRegistrar(
                 slot, model=self.model, optimizer=self.optimizer, passes=self._passes,
-                policy=self._policy, replacements=self._replacements)
+                policy=self._policy, replacements=self._replacements, engine=self.engine)
             slot.view = PluginRun(self, slot, self._passes)
             if slot.generator is None:  # not already restored by load_state_dict
                 slot.generator = self.engine.new_generator(

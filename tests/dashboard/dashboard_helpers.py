@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from gradlog_plugins.activation_stats import RECTIFIERS, SATURATING
+from gradlog_plugins.activation_stats import activation_kind
 
 import gradlog as gl
 from gradlog import nn, optim
@@ -122,7 +122,7 @@ def expected_layers(metric: str) -> list[str]:
     if metric == "update_ratio":
         return [name for name, _ in model.named_parameters()]
     return [name for name, m in model.named_modules()
-            if type(m).__name__ in RECTIFIERS or type(m).__name__ in SATURATING]
+            if activation_kind(type(m).__name__)[0]]
 
 
 class TensorBoard:

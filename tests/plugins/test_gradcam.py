@@ -342,9 +342,14 @@ def test_gradlog_train_exits_2_on_an_unknown_layer(tmp_path):
     assert "no module 'nope'; its modules are: conv1, bn1, relu1" in err.getvalue()
 
 
-def test_a_layer_without_spatial_output_is_a_clear_error(engine):
-    with pytest.raises(PluginError, match=r"layer '7' must .* one \(N, C, H, W\) tensor"):
-        PluginHarness(GradCAM, layer="7", engine=engine).run(steps=1)
+def test_a_layer_without_spatial_output_is_said_once_and_not_probed_again(engine):
+    with pytest.warns(RuntimeWarning) as caught:
+        h = PluginHarness(GradCAM, layer="7", every=1, engine=engine).run(steps=3, epochs=2)
+    said = [str(w.message) for w in caught if "gradcam" in str(w.message)]
+    assert said == ["gradcam: layer '7' returned a tensor of shape (4, 4); Grad-CAM needs one "
+                    "(N, C, H, W) tensor; no maps are logged"]
+    assert h.texts("gradcam/notice").values == said
+    assert h.tags() == ["gradcam/notice"]
 
 
 def test_a_model_without_conv2d_gets_one_notice_and_no_work(lib):

@@ -168,8 +168,8 @@ def test_activation_hooks_exist_only_during_logging_steps(engine):
     rec = Recorder(count_hooks=True)
     h = PluginHarness(Histogram, every=3, plugins=[rec], engine=engine).run(steps=7)
     # the recorder runs after the histogram's on_batch_start: 8 leaf modules hooked on steps
-    # 0, 3, 6 and one on the model that removes them when its forward is over, none otherwise
-    # and none at any batch end
+    # 0, 3, 6, and the model itself (its hook ends them with the forward pass), none
+    # otherwise and none at any batch end
     assert rec.hooks_at_start == {0: 9, 1: 0, 2: 0, 3: 9, 4: 0, 5: 0, 6: 9}
     assert set(rec.hooks_at_end.values()) == {0}
     assert h.handles_left() == 0
@@ -298,8 +298,10 @@ def test_a_module_run_twice_in_a_step_logs_each_of_its_activations(lib):
             opt.zero_grad()
             model(lib.randn(4, 3)).sum().backward()
             opt.step()
-    logged = [(step, v) for _, tag, step, v in writer.records
-              if tag == "histogram/activation/lin"]
+    # each call under its own tag: lin (the first in the forward pass), lin-1 (the second)
+    logged = [(step, v) for step in (0, 1) for tag in ("lin", "lin-1")
+              for _, t, at, v in writer.records
+              if t == f"histogram/activation/{tag}" and at == step]
     assert [step for step, _ in logged] == [0, 0, 1, 1]
     for (_, values), out in zip(logged, outputs, strict=True):
         np.testing.assert_array_equal(values, out.reshape(-1).astype(np.float64))

@@ -17,14 +17,14 @@ torch = pytest.importorskip("torch")
 from gradlog_plugins.grad_clip import GradClip  # noqa: E402
 from gradlog_plugins.grad_norm import GradNorm  # noqa: E402
 from gradlog_plugins.histogram import Histogram  # noqa: E402
-from pattern_helpers import (  # noqa: E402
+from patterns_helpers import (  # noqa: E402
     GRAD_TAGS,
     Logged,
     assert_histogram_of,
-    batches,
     global_norm,
     grads64,
-    small_model,
+    regression_batches,
+    small_mlp,
 )
 
 import gradlog as gl  # noqa: E402
@@ -62,14 +62,14 @@ def _assert_gradients_logged(logged: Logged, expected: dict[int, dict[str, np.nd
 @pytest.mark.parametrize("recipe", ["scaler.step", "unscale_ then clip"])
 def test_fp16_autocast_with_grad_scaler_logs_unscaled_gradients_and_counts_a_skipped_step(
         tmp_path, recipe):
-    model = small_model()
+    model = small_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 16)
     applied: dict[int, dict[str, np.ndarray]] = {}
     skipped_at = 2
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(per_rank=True),
                   scaler=scaler, strict=True) as run:
-        for step, (x, y) in enumerate(batches(6)):
+        for step, (x, y) in enumerate(regression_batches(6)):
             opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.float16):
                 out = model(x)
@@ -98,11 +98,11 @@ def test_fp16_autocast_with_grad_scaler_logs_unscaled_gradients_and_counts_a_ski
 
 
 def test_bf16_autocast_logs_the_float32_gradients_applied(tmp_path):
-    model = small_model()
+    model = small_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     applied = {}
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(), strict=True):
-        for step, (x, y) in enumerate(batches(3)):
+        for step, (x, y) in enumerate(regression_batches(3)):
             opt.zero_grad()
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 out = model(x)
@@ -117,9 +117,9 @@ def test_bf16_autocast_logs_the_float32_gradients_applied(tmp_path):
 @pytest.mark.parametrize("every", [1, 2])
 def test_gradient_accumulation_logs_the_accumulated_gradient_once_per_step(tmp_path, every,
                                                                            announced):
-    model = small_model()
+    model = small_mlp()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    data = batches(5 * 4)
+    data = regression_batches(5 * 4)
     applied, weights, activations = {}, {}, {}
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(every),
                   strict=True) as run:
@@ -154,7 +154,7 @@ def test_gradient_accumulation_logs_the_accumulated_gradient_once_per_step(tmp_p
 def test_in_a_gan_each_run_logs_only_the_gradients_its_own_optimizer_applies(tmp_path):
     torch.manual_seed(0)
     G = torch.nn.Sequential(torch.nn.Linear(2, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
-    D = small_model(seed=1)
+    D = small_mlp(seed=1)
     opt_g = torch.optim.SGD(G.parameters(), lr=0.05)
     opt_d = torch.optim.SGD(D.parameters(), lr=0.05)
     applied_g, applied_d = {}, {}
@@ -178,13 +178,13 @@ def test_in_a_gan_each_run_logs_only_the_gradients_its_own_optimizer_applies(tmp
 
 # -- closures -----------------------------------------------------------------------------------
 def test_a_closure_step_logs_its_own_gradient_and_grad_clip_clips_what_is_applied(tmp_path):
-    model = small_model()
+    model = small_mlp()
     lr, max_norm = 0.5, 0.05
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     computed, moved = {}, {}
     with gl.watch(model, opt, logdir=str(tmp_path), strict=True,
                   plugins=[GradClip(max_norm=max_norm), *_gradient_plugins()]) as run:
-        for step, (x, y) in enumerate(batches(4)):
+        for step, (x, y) in enumerate(regression_batches(4)):
             def closure(x=x, y=y):
                 opt.zero_grad()
                 loss = F.mse_loss(model(x), y)
@@ -206,12 +206,12 @@ def test_a_closure_step_logs_its_own_gradient_and_grad_clip_clips_what_is_applie
 
 
 def test_lbfgs_logs_the_gradient_of_the_first_evaluation_of_each_step(tmp_path):
-    model = small_model()
+    model = small_mlp()
     opt = torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=3)
     first, evaluations = {}, []
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(),
                   strict=True) as run:
-        for x, y in batches(3):
+        for x, y in regression_batches(3):
             def closure(x=x, y=y):
                 opt.zero_grad()
                 loss = F.mse_loss(model(x), y)
@@ -237,7 +237,7 @@ class Keyword(torch.nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.net = small_model()
+        self.net = small_mlp()
 
     def forward(self, inputs, targets=None):
         return self.net(inputs)
@@ -274,7 +274,7 @@ def test_batches_of_any_structure_go_through_run_batch(tmp_path, kind):
     applied, seen = {}, {}
     with gl.watch(model, opt, logdir=str(tmp_path), strict=True,
                   plugins=[Doubles(), *_gradient_plugins()]) as run:
-        for step, (x, y) in enumerate(batches(3)):
+        for step, (x, y) in enumerate(regression_batches(3)):
             batch = run.batch(_structured(kind, x, y))
             seen[step] = _inputs(kind, batch)
             opt.zero_grad()
@@ -282,7 +282,7 @@ def test_batches_of_any_structure_go_through_run_batch(tmp_path, kind):
             F.mse_loss(out, y).backward()
             applied[step] = grads64(model)
             opt.step()
-    for step, (x, _) in enumerate(batches(3)):
+    for step, (x, _) in enumerate(regression_batches(3)):
         torch.testing.assert_close(seen[step], x * 2)  # the mutator's replacement came back
     norms = Logged(tmp_path).scalars("grad-norm/global")
     assert [s for s, _ in norms] == [0, 1, 2]
@@ -301,7 +301,7 @@ class DropsAKey(Plugin):
 def test_a_replacement_of_a_dict_batch_must_keep_its_keys():
     model = Keyword()
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
-    x, y = batches(1)[0]
+    x, y = regression_batches(1)[0]
     with pytest.raises(PluginError, match=r"expected a dict with keys \['inputs', "
                                           r"'targets'\], got a dict with keys \['inputs'\]"):
         with gl.watch(model, opt, writer=MemoryWriter(), plugins=[DropsAKey()]) \
