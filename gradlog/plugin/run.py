@@ -1,9 +1,10 @@
-"""The ``Run``: one training run with plugins attached, as its users see it: the logging API,
-the plugins' lifecycle (setup, hooks, teardown) and the checkpoint state. Its step, epoch, phase
-and batch state belong to its ``StepDriver`` (``steps.py``, ``run.driver``), which fires the
-loop events; in ``gl.watch`` the ``WatchAdapter`` (``adapter.py``) drives it from hooks. Each
-plugin sees the run through its own ``PluginRun`` (``view.py``); what differs between engines
-is asked of ``run.engine``.
+"""The ``Run``: one training run with plugins attached, as its users see it: the logging API
+and the order of its life (start, finish, checkpoints), each job owned by one object. The
+step, epoch, phase and batch state belong to its ``StepDriver`` (``steps.py``, ``run.driver``),
+which fires the loop events; in ``gl.watch`` the ``WatchAdapter`` (``adapter.py``) drives it
+from hooks; the plugins' set-up, tear-down and checkpoint state belong to ``PluginLifecycle``
+(``lifecycle.py``). Each plugin sees the run through its own ``PluginRun`` (``view.py``); what
+differs between engines is asked of ``run.engine``.
 
 ``run.step`` counts optimizer steps (those a loss scaler skipped included) and starts at 0:
 everything about batch k is logged at step k; the counter moves to k + 1 when batch k ends.
@@ -15,9 +16,7 @@ rank 0 writes the run; ``ranks.py`` says where reduced and per-rank values go.
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
-import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -27,12 +26,12 @@ from ..engines import engine_for
 from .adapter import WatchAdapter
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError
+from .lifecycle import PluginLifecycle
 from .passes import InternalPasses
-from .policy import FailurePolicy, invoke, warn
+from .policy import FailurePolicy, warn
 from .ranks import RankedWriters
 from .registrar import HookRegistrar
 from .steps import StepDriver
-from .view import PluginRun
 
 __all__ = ["Run"]
 
@@ -107,6 +106,8 @@ class Run:
         slots = [Slot(p, i) for i, p in enumerate(plugins)]
         self._dispatcher = Dispatcher(slots, self._policy, self._replacements,
                                       self.engine.is_tensor)
+        self._lifecycle = PluginLifecycle(self._dispatcher, self._policy, self._passes,
+                                          self._replacements, self.engine, seed)
         self.driver = StepDriver(self._dispatcher, self._step_done, self._log_amp_skipped)
         self._adapter = WatchAdapter(self.driver, self.engine, model, optimizer,
                                      passes=self._passes, scaler=scaler,
@@ -319,30 +320,16 @@ class Run:
         if self._state != "new":
             raise RuntimeError(f"this run was already started ({self._state})")
         self._state = "running"
-        for slot in self._dispatcher.slots:
-            slot.registrar = HookRegistrar(
-                slot, model=self.model, optimizer=self.optimizer, passes=self._passes,
-                policy=self._policy, replacements=self._replacements, engine=self.engine)
-            slot.view = PluginRun(self, slot, self._passes)
-            if slot.generator is None:  # not already restored by load_state_dict
-                slot.generator = self.engine.new_generator(
-                    (self.seed * 1_000_003 + zlib.crc32(slot.name.encode())) % (2 ** 63))
-        # one failure in setup disables an observer; a configuration error is the user's
-        setup_policy = dataclasses.replace(self._policy, max_failures=1,
-                                           passes_through=(PluginConfigError,))
-        set_up: list[Slot] = []
+        self._lifecycle.prepare(self, self.model, self.optimizer)
         try:
             self._attach_framework_hooks()
-            for slot in self._dispatcher.slots:
-                invoke(slot, "setup", slot.plugin.setup, kwargs={"run": slot.view},
-                       policy=setup_policy)
-                set_up.append(slot)
+            self._lifecycle.set_up()
             self._dispatcher.fire("on_train_start")
         except BaseException as exc:
             # as finish(error): the plugins set up so far hear of it, nothing stays attached
             try:
                 if isinstance(exc, Exception):
-                    self._dispatcher.fire_exception(exc, set_up)
+                    self._dispatcher.fire_exception(exc, self._lifecycle.set_up_slots)
             finally:
                 self._detach_all()
                 self._state = "finished"
@@ -396,21 +383,14 @@ class Run:
                 self.writer.close()
 
     def _detach_all(self) -> None:
-        quiet = dataclasses.replace(self._policy, warn_only=True)
-        for slot in self._dispatcher.slots:
-            if slot.registrar is not None:
-                slot.registrar.remove_all()
-            if slot.enabled and self._state != "new":
-                invoke(slot, "teardown", slot.plugin.teardown, kwargs={"run": slot.view},
-                       policy=quiet)
+        self._lifecycle.tear_down(started=self._state != "new")
         for h in self._framework_handles:
             h.remove()
         self._framework_handles.clear()
 
     def handles_left(self) -> int:
         """How many hooks the plugins and the framework still hold (0 after the run)."""
-        return len(self._framework_handles) + sum(
-            len(s.registrar) for s in self._dispatcher.slots if s.registrar is not None)
+        return len(self._framework_handles) + self._lifecycle.handles_left()
 
     # -- batches, epochs, validation (the driver's, as announced by a loop) -----------------
     def begin_batch(self, batch: Any) -> Any:
@@ -453,8 +433,7 @@ class Run:
     # -- reporting -------------------------------------------------------------------------
     def disabled_plugins(self) -> list[tuple[str, str]]:
         """``(name, why)`` of each plugin the failure policy disabled during the run."""
-        return [(s.name, s.disabled_because) for s in self._dispatcher.slots
-                if s.disabled_because is not None]
+        return self._lifecycle.disabled()
 
     def replaced_values(self) -> list[str]:
         """Which mutators replaced a value (batch, gradient, activation...) in the current
@@ -489,24 +468,14 @@ class Run:
         self.driver.settle()
         return {
             "step": self.step, "epoch": self.epoch, "skipped_steps": self.skipped_steps,
-            "amp_skipped_steps": self.amp_skipped_steps,
-            "plugins": {s.name: s.plugin.state_dict() for s in self._dispatcher.slots},
-            "generators": {s.name: self.engine.generator_state(s.generator)
-                           for s in self._dispatcher.slots if s.generator is not None},
+            "amp_skipped_steps": self.amp_skipped_steps, **self._lifecycle.state_dict(),
         }
 
     def load_state_dict(self, state: dict) -> None:
         self.driver.jump_to(int(state["step"]), int(state["epoch"]))
         self.driver.skipped_steps = int(state.get("skipped_steps", 0))
         self.driver.amp_skipped_steps = int(state.get("amp_skipped_steps", 0))
-        for s in self._dispatcher.slots:
-            if s.name in state.get("plugins", {}):
-                s.plugin.load_state_dict(state["plugins"][s.name])
-            gen = state.get("generators", {}).get(s.name)
-            if gen is not None:
-                if s.generator is None:  # restored before start(), as gradlog train resumes
-                    s.generator = self.engine.new_generator(0)
-                self.engine.set_generator_state(s.generator, gen)
+        self._lifecycle.load_state_dict(state)
 
     # -- context manager -------------------------------------------------------------------
     def __enter__(self) -> Run:
