@@ -17,11 +17,14 @@ then the step (``backward_step``).
   otherwise continue the batch: the scale only ever drops when ``update()`` found inf or NaN,
   so a drop there means the batch's step was skipped (``step_skipped``), and the forward
   starts the next batch. (On a GPU ``get_scale()`` waits for the device: once per forward,
-  only when ``scaler=`` is given.)
+  only when ``scaler=`` is given.) A fused optimizer (``Adam(fused=True)``) unscales inside
+  its own step unless ``scaler.unscale_`` ran first: its gradients are never read scaled, a
+  warning says how to have them logged.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from ..utils.run_hooks import RunHook
@@ -45,6 +48,7 @@ class WatchAdapter:
         self.scaler = scaler if scaler is not None and _enabled(scaler) else None
         self.auto_batches = auto_batches
         self._scale: float | None = None  # the loss scale when the open batch started
+        self._warned_scaled = False
 
     def attach(self) -> list:
         """Register the hooks; returns their handles."""
@@ -106,12 +110,28 @@ class WatchAdapter:
             return None
         closure = args[1] if len(args) > 1 else kwargs.get("closure") if kwargs else None
         if closure is None:
+            if getattr(optimizer, "grad_scale", None) is not None:
+                self._still_scaled(optimizer)
+                return None
             self.driver.gradients_final(optimizer)
             return None
         wrapped = self._final_after_first_call(closure, optimizer)
         if "closure" in kwargs:
             return args, {**kwargs, "closure": wrapped}
         return (args[0], wrapped, *args[2:]), kwargs
+
+    def _still_scaled(self, optimizer: Any) -> None:
+        """A fused optimizer stepped by ``GradScaler.step`` without ``unscale_`` first
+        unscales inside its step (``optimizer.grad_scale`` set): its gradients are still
+        loss-scaled here, so no gradient event fires (said once)."""
+        if not self._warned_scaled:
+            self._warned_scaled = True
+            warnings.warn(
+                f"gl.watch: {type(optimizer).__name__} unscales the gradients inside its step "
+                "under GradScaler (a fused optimizer), so they are loss-scaled when the step "
+                "begins and no gradient is logged or clipped; call scaler.unscale_(optimizer) "
+                "before scaler.step(optimizer), as PyTorch's recipe for clipping does",
+                RuntimeWarning, stacklevel=4)
 
     def _final_after_first_call(self, closure: Any, optimizer: Any) -> Any:
         driver = self.driver

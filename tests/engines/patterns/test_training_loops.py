@@ -307,3 +307,25 @@ def test_a_replacement_of_a_dict_batch_must_keep_its_keys():
         with gl.watch(model, opt, writer=MemoryWriter(), plugins=[DropsAKey()]) \
                 as run:
             run.batch({"inputs": x, "targets": y})
+
+
+def test_a_fused_optimizer_under_grad_scaler_logs_no_scaled_gradient_and_says_why(tmp_path):
+    model = small_mlp()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=True)
+    scaler = torch.amp.GradScaler("cpu")
+    applied = {}
+    with pytest.warns(RuntimeWarning, match=r"Adam unscales the gradients inside its step .* "
+                                            r"call scaler.unscale_\(optimizer\) before"):
+        with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(),
+                      scaler=scaler, strict=True):
+            for step, (x, y) in enumerate(regression_batches(4)):
+                opt.zero_grad()
+                with torch.autocast("cpu", dtype=torch.float16):
+                    out = model(x)
+                scaler.scale(F.mse_loss(out.float(), y)).backward()
+                if step >= 2:  # the recipe: unscaled before the step, then logged
+                    scaler.unscale_(opt)
+                    applied[step] = grads64(model)
+                scaler.step(opt)
+                scaler.update()
+    _assert_gradients_logged(Logged(tmp_path), applied)
