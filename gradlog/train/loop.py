@@ -6,6 +6,14 @@ Everything logged depends on the step only, never on when the run started: a run
 any checkpoint logs what the uninterrupted run would have (``steps_per_sec`` every 20 steps
 and at each epoch's last step, counted from the run's first step).
 
+The loop announces each boundary to the run's step driver itself (``run.begin_batch``,
+``run.end_batch``, ``run.validating()``, ``run.validation_end``, ``run.epoch_end``); the
+optimizer's step hooks mark when gradients are final and when the step is done, as they do
+for ``gl.watch``. A plugin's ``StopTraining`` stops the run exactly where a resumed run goes
+on: raised before a batch's step, the batch is done again (its random state and buffers are
+restored, the checkpoint's loader position leaves it unread); raised after it (or at an
+epoch's end), the step's (the epoch's) bookkeeping is finished first.
+
 On several ranks (each training its rows of the global batch): ``train/loss`` and
 ``train/acc`` are the means over the ranks, a step is one global batch (``steps_per_sec``
 counts them as rank 0 sees them: every rank steps together), validation sums every rank's
