@@ -32,63 +32,27 @@ class Options:
     times: int = 1  # signals sent one right after the other
 
 
-class Killer(Plugin):
-    """Sends a signal to its own process at a chosen event and step (tests only), once: a
-    resumed run restores it with the run's configuration, and then it does nothing."""
-
-    name = "killer"
-    Options = Options
-
-    def _maybe(self, run, event):
-        if event == self.options.event and run.step == self.options.at_step:
-            marker = os.environ.get("GRADLOG_TEST_KILLED_MARKER")
-            if marker is None or os.path.exists(marker):
-                return
-            open(marker, "w").close()
-            for _ in range(self.options.times):
-                os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
-
-    def on_batch_start(self, run, batch):
-        self._maybe(run, "on_batch_start")
-
-    def on_after_backward(self, run):
-        self._maybe(run, "on_after_backward")
-
-    def on_before_optimizer_step(self, run):
-        self._maybe(run, "on_before_optimizer_step")
-
-    def on_batch_end(self, run, metrics):
-        self._maybe(run, "on_batch_end")
-
-    def on_epoch_end(self, run):
-        self._maybe(run, "on_epoch_end")
+def _first_time() -> bool:
+    """Whether the marker file is still to be made (then it is made now): a resumed run
+    restores a plugin with the run's configuration, and then it does nothing."""
+    marker = os.environ.get("GRADLOG_TEST_KILLED_MARKER")
+    if marker is None or os.path.exists(marker):
+        return False
+    open(marker, "w").close()
+    return True
 
 
-@dataclass
-class StopperOptions:
-    event: str = "on_after_optimizer_step"
-    at_step: int = 5  # -1: at every call of the event
+class AtEvent(Plugin):
+    """Acts at a chosen event and step (tests only), once per marker file; with at_step=-1
+    at every call of the event."""
 
-
-class Stopper(Plugin):
-    """Raises StopTraining at a chosen event and step (tests only), once per marker file as
-    the killer does; with at_step=-1 at every call of the event."""
-
-    name = "stopper"
-    Options = StopperOptions
+    def act(self):
+        raise NotImplementedError
 
     def _maybe(self, run, event):
-        if event != self.options.event:
-            return
-        if self.options.at_step == -1:
-            raise StopTraining
-        if run.step != self.options.at_step:
-            return
-        marker = os.environ.get("GRADLOG_TEST_KILLED_MARKER")
-        if marker is None or os.path.exists(marker):
-            return
-        open(marker, "w").close()
-        raise StopTraining
+        o = self.options
+        if event == o.event and (o.at_step == -1 or run.step == o.at_step and _first_time()):
+            self.act()
 
     def on_batch_start(self, run, batch):
         self._maybe(run, "on_batch_start")
@@ -110,6 +74,33 @@ class Stopper(Plugin):
 
     def on_epoch_end(self, run):
         self._maybe(run, "on_epoch_end")
+
+
+class Killer(AtEvent):
+    """Sends a signal to its own process at a chosen event and step."""
+
+    name = "killer"
+    Options = Options
+
+    def act(self):
+        for _ in range(self.options.times):
+            os.kill(os.getpid(), getattr(signal, "SIG" + self.options.signal))
+
+
+@dataclass
+class StopperOptions:
+    event: str = "on_after_optimizer_step"
+    at_step: int = 5  # -1: at every call of the event
+
+
+class Stopper(AtEvent):
+    """Raises StopTraining at a chosen event and step."""
+
+    name = "stopper"
+    Options = StopperOptions
+
+    def act(self):
+        raise StopTraining
 
 
 class Explodes(Plugin):
