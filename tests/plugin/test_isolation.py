@@ -229,3 +229,23 @@ def test_warnings_name_plugin_event_and_step():
     text = "\n".join(str(w.message) for w in caught)
     assert "plugin 'faulty' (observer) failed in on_after_backward at step 0: ValueError: boom 1" \
         in text
+
+
+def test_stop_training_at_every_batch_end_ends_the_batch_once():
+    class StopsAlways(Plugin):
+        name = "stops-always"
+
+        def __init__(self):
+            super().__init__()
+            self.batch_ends = 0
+
+        def on_batch_end(self, run):
+            self.batch_ends += 1
+            raise StopTraining
+
+    plugin = StopsAlways()
+    model, opt, writer, run = _watch([plugin])
+    with run:
+        user_loop(run, model, opt, make_batches(5))
+    # the first batch's end stopped the run; finishing it did not end that batch again
+    assert plugin.batch_ends == 1 and run.step == 1 and count_hooks(model, opt) == 0
