@@ -45,7 +45,8 @@ class Options:
                 "unclipped, as the NFNets paper does"})
     clamp: float | None = field(default=None, metadata={
         "help": "clamp gradients to [-clamp, clamp] as they flow in backward, through hooks "
-                "on the parameters and modules named by clamp_include (none: off)"})
+                "on the parameters and modules named by clamp_include (none: off); under AMP, "
+                "give gl.watch the scaler= so that the bound is of unscaled gradients"})
     clamp_include: list[str] = field(default_factory=list, metadata={
         "help": "globs of parameter names (their gradient contributions are clamped before "
                 "accumulation) and module names (the gradient w.r.t. the module's output is "
@@ -135,11 +136,14 @@ class GradClip(Plugin):
         params = dict(run.model.named_parameters())
         modules = {n: m for n, m in run.model.named_modules() if n}
 
+        # (gradients flowing in backward carry the AMP loss scale: the bound is scaled too)
         def clamp_grad(grad):
-            return grad.clamp(-bound, bound)
+            scaled = bound * run.loss_scale
+            return grad.clamp(-scaled, scaled)
 
         def clamp_grad_output(module, grad_output):
-            return tuple(None if g is None else g.clamp(-bound, bound) for g in grad_output)
+            scaled = bound * run.loss_scale
+            return tuple(None if g is None else g.clamp(-scaled, scaled) for g in grad_output)
 
         for pattern in self.options.clamp_include:
             hit_p = [n for n in params if fnmatch.fnmatchcase(n, pattern)]

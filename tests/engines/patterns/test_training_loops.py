@@ -6,6 +6,7 @@ batches of any structure)."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 
@@ -329,3 +330,29 @@ def test_a_fused_optimizer_under_grad_scaler_logs_no_scaled_gradient_and_says_wh
                 scaler.step(opt)
                 scaler.update()
     _assert_gradients_logged(Logged(tmp_path), applied)
+
+
+def test_grad_clip_clamps_unscaled_gradients_in_backward_under_grad_scaler(tmp_path):
+    bound = 0.01
+    model = small_mlp()
+    reference = copy.deepcopy(model).double()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 10, growth_interval=10 ** 6)
+    expected = {}
+    with gl.watch(model, opt, logdir=str(tmp_path), scaler=scaler, strict=True,
+                  plugins=[GradClip(mode="none", clamp=bound, clamp_include=["0.weight"]),
+                           *_gradient_plugins()]):
+        for step, (x, y) in enumerate(regression_batches(3)):
+            reference.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+            reference.zero_grad()
+            F.mse_loss(reference(x.double()), y.double()).backward()
+            expected[step] = {n: p.grad.numpy().copy() for n, p in reference.named_parameters()}
+            expected[step]["0.weight"] = np.clip(expected[step]["0.weight"], -bound, bound)
+            opt.zero_grad()
+            scaler.scale(F.mse_loss(model(x), y)).backward()
+            scaler.step(opt)
+            scaler.update()
+    assert max(np.abs(g["0.weight"]).max() for g in expected.values()) == bound  # it clamped
+    logged = Logged(tmp_path)
+    for step, histogram in logged.histograms("histogram/grad/0.weight"):
+        assert_histogram_of(histogram, expected[step]["0.weight"])
