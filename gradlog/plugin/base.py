@@ -69,8 +69,7 @@ class Plugin:
         """N: the batch events (``on_batch_start`` to ``on_batch_end``) reach this plugin on
         steps 0, N, 2N, ... only. Asked once, when the run is made. Default 1, every step. A
         plugin that logs every N steps and keeps no per-step state returns N: it then costs
-        nothing on the other steps (and the run attaches no end-of-backward hooks for them
-        when no other plugin needs ``on_after_backward``). Its own hooks still fire."""
+        nothing on the other steps. Its own hooks still fire."""
         return 1
 
     def state_dict(self) -> dict:
