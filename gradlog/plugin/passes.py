@@ -46,17 +46,16 @@ class InternalPasses:
         for p in params:
             p.grad = None
         rng_state = engine.random_state()
-        phase = run.phase
-        self.owner, run.phase = slot, kind
+        self.owner = slot
         try:
-            with engine.use_generator(slot.generator) as drawing:
+            with run.driver.in_phase(kind), engine.use_generator(slot.generator) as drawing:
                 slot.drawing = drawing
                 try:
                     yield
                 finally:
                     slot.drawing = None
         finally:
-            self.owner, run.phase = None, phase
+            self.owner = None
             for p, g in zip(params, grads):
                 p.grad = g
             for m, mode in modes:

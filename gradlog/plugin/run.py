@@ -128,12 +128,8 @@ class Run:
     @property
     def phase(self) -> str:
         """``"train"``, ``"validation"`` (inside ``run.validating()``) or an internal pass's
-        kind."""
+        kind: set by those contexts only."""
         return self.driver.phase
-
-    @phase.setter
-    def phase(self, phase: str) -> None:
-        self.driver.phase = phase
 
     @property
     def loss_scale(self) -> float:

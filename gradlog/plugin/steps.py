@@ -169,6 +169,6 @@ class StepDriver:
 
     def jump_to(self, step: int, epoch: int) -> None:
         """Restored from a checkpoint."""
-        self.step, self.epoch = step, epoch
+        self.step, self.epoch, self.micro_batch = step, epoch, 0
         self.in_batch = self.stepped = False
         self._dispatcher.at_step(step)
