@@ -356,3 +356,33 @@ def test_grad_clip_clamps_unscaled_gradients_in_backward_under_grad_scaler(tmp_p
     logged = Logged(tmp_path)
     for step, histogram in logged.histograms("histogram/grad/0.weight"):
         assert_histogram_of(histogram, expected[step]["0.weight"])
+
+
+@pytest.mark.parametrize("announced", [False, True])
+def test_accumulation_under_grad_scaler_counts_a_skipped_step_as_one_step(tmp_path, announced):
+    model = small_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 12)
+    data = regression_batches(4 * 2)
+    applied = {}
+    with gl.watch(model, opt, logdir=str(tmp_path), plugins=_gradient_plugins(),
+                  scaler=scaler, strict=True) as run:
+        for step in range(4):
+            opt.zero_grad()
+            for x, y in data[2 * step:2 * step + 2]:
+                if announced:
+                    x, y = run.batch(x, y)
+                with torch.autocast("cpu", dtype=torch.float16):
+                    out = model(x)
+                loss = F.mse_loss(out.float(), y) / 2
+                scaler.scale(loss * (math.inf if step == 1 else 1.0)).backward()
+            if step != 1:
+                scale = scaler.get_scale()
+                applied[step] = {n: g / scale for n, g in grads64(model).items()}
+            scaler.step(opt)
+            scaler.update()
+    assert run.step == 4 and run.amp_skipped_steps == 1
+    logged = Logged(tmp_path)
+    _assert_gradients_logged(logged, applied)
+    assert logged.scalars("amp/skipped_steps") == [(1, 1.0)]
+    assert [s for s, _ in logged.histograms("histogram/weight/0.weight")] == [0, 1, 2, 3]
