@@ -292,3 +292,24 @@ def test_log_scalars_from_with_the_wrong_count_names_it_on_another_writer():
         with pytest.raises(ValueError, match="log_scalars_from: the function returned 1 "
                                              "values for 2 tags"):
             run.log_scalars_from(["s/a", "s/b"], lambda v: (1.0,), (gl.tensor([1.0]),))
+
+
+def test_a_closure_step_on_gradlogs_optimizer_logs_the_closures_gradient():
+    from gradlog_plugins.grad_norm import GradNorm
+    model, opt = setup_model()
+    writer, computed = MemoryWriter(), {}
+    with gl.watch(model, opt, writer=writer, plugins=[GradNorm(every=1, per_layer=False)],
+                  strict=True) as run:
+        for x, y in make_batches(3):
+            def closure(x=x, y=y):
+                opt.zero_grad()
+                loss = cross_entropy(model(x), y)
+                loss.backward()
+                computed[run.step] = float(np.sqrt(sum(
+                    np.square(p.grad.numpy().astype(np.float64)).sum()
+                    for p in model.parameters())))
+                return loss
+            opt.step(closure)
+    logged = writer.series("scalar", "grad-norm/global")
+    assert logged.steps == [0, 1, 2]  # step 0 too, each its own step's gradient
+    np.testing.assert_allclose(logged.values, [computed[s] for s in logged.steps], rtol=1e-6)
