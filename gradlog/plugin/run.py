@@ -62,7 +62,9 @@ class Run:
     waited for the writer's full background queue (both averaged since the previous point).
     The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
     failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
-    ``gradlog train`` prints it as one of its own lines).
+    ``gradlog train`` prints it as one of its own lines). ``hooks=False``: no hook of
+    ``gl.watch`` is attached, the caller announces every boundary to ``run.driver``
+    (``gradlog train``'s loop, a framework's callbacks); ``scaler``: see ``gl.watch``.
 
     Data-parallel: ``model`` may be a ``DistributedDataParallel`` wrapper; ``run.model`` is the
     module it wraps (the names of a one-process run). The ranks are the engine's process group
@@ -77,7 +79,8 @@ class Run:
                  auto_batches: bool = True, telemetry_every: int = 50,
                  owns_writer: bool = True, engine: Any = None,
                  rank_writer: Callable[[int], Any] | None = None,
-                 report: Callable[[str], None] | None = None, scaler: Any = None) -> None:
+                 report: Callable[[str], None] | None = None, scaler: Any = None,
+                 hooks: bool = True) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
         self._given_model = model  # (a compiled or data-parallel wrapper: its root hook)
@@ -112,6 +115,7 @@ class Run:
         self._adapter = WatchAdapter(self.driver, self.engine, model, optimizer,
                                      passes=self._passes, scaler=scaler,
                                      auto_batches=auto_batches)
+        self._watch_hooks = hooks
         self._framework_handles: list = []
         self._state = "new"
 
@@ -334,6 +338,8 @@ class Run:
         return self
 
     def _attach_framework_hooks(self) -> None:
+        if not self._watch_hooks:  # the caller announces every boundary to run.driver
+            return
         if self.optimizer is None:
             self._warn_no_optimizer()
         self._framework_handles.extend(self._adapter.attach())

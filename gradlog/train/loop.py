@@ -6,10 +6,10 @@ Everything logged depends on the step only, never on when the run started: a run
 any checkpoint logs what the uninterrupted run would have (``steps_per_sec`` every 20 steps
 and at each epoch's last step, counted from the run's first step).
 
-The loop announces each boundary to the run's step driver itself (``run.begin_batch``,
-``run.end_batch``, ``run.validating()``, ``run.validation_end``, ``run.epoch_end``); the
-optimizer's step hooks mark when gradients are final and when the step is done, as they do
-for ``gl.watch``. A plugin's ``StopTraining`` stops the run exactly where a resumed run goes
+The loop announces each boundary to the run's step driver itself (``run.begin_batch``, the
+gradients final before ``opt.step()`` and the step done after it, ``run.end_batch``,
+``run.validating()``, ``run.validation_end``, ``run.epoch_end``): its run attaches no hook of
+``gl.watch``. A plugin's ``StopTraining`` stops the run exactly where a resumed run goes
 on: raised before a batch's step, the batch is done again (its random state and buffers are
 restored, the checkpoint's loader position leaves it unread); raised after it (or at an
 epoch's end), the step's (the epoch's) bookkeeping is finished first.
@@ -149,7 +149,9 @@ class Loop:
                 if acc is not None:
                     last["acc"] = run.log_scalar("train/acc", acc, reduce="mean")
                 run.log_scalar("train/lr", float(opt.param_groups[0]["lr"]))
+                run.driver.gradients_final(opt)
                 opt.step()
+                run.driver.step_end()
             except StopTraining as stop:
                 if not run.driver.stepped:
                     # stopped before the batch's step: the checkpoint resumes at this batch,

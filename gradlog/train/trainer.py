@@ -221,7 +221,7 @@ class Trainer:
                                plugins=self.plugins, strict=self.config.strict_plugins,
                                probe_sets=self.built.get("probe_sets"),
                                config=flat_config(self.config),
-                               seed=self.config.settings["seed"], auto_batches=False,
+                               seed=self.config.settings["seed"], hooks=False,
                                engine=self.engine, report=self.console.warn,
                                rank_writer=self._rank_writer)
             except BaseException:
