@@ -271,8 +271,17 @@ class Tensor:
         return repr(self)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise TypeError("gradlog tensors are not pickled; use gl.save(obj, path), which writes "
-                        ".npz arrays and a JSON manifest")
+        # As PyTorch: the values, ``requires_grad`` and the user's attributes; never the
+        # graph, ``.grad`` or the hooks (warned about). Checkpoints use gl.save, not this.
+        for hook in (self._hooks or {}).values():
+            if getattr(hook, "__gradlog_unserializable__", False):
+                continue
+            warnings.warn(f"backward hook {hook!r} on tensor will not be serialized.  If this "
+                          "is expected, you can decorate the function with "
+                          "@gradlog.utils.hooks.unserializable_hook to suppress this warning",
+                          UserWarning, stacklevel=2)
+        state = {k: v for k, v in self.__dict__.items() if k not in _AUTOGRAD_STATE}
+        return (_rebuild, (type(self), np.array(self._data), self._requires_grad, state))
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         if not self.is_leaf:
@@ -416,6 +425,17 @@ class Tensor:
 _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_grad",
                              "_grad_acc", "_base", "_view_chain", "_view_version",
                              "_made_in_inference", "_output_nr"})
+
+
+def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> Tensor:
+    """A leaf tensor of ``cls`` from a pickle (see ``Tensor.__reduce_ex__``)."""
+    t = _new(cls)
+    t._data = data
+    t._requires_grad = requires_grad
+    t._grad_fn = None
+    t._owned = False
+    t.__dict__.update(state)
+    return t
 
 
 def wrap(data: np.ndarray) -> Tensor:

@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["HookRegistry", "RemovableHandle", "register", "count_hooks"]
+__all__ = ["HookRegistry", "RemovableHandle", "register", "count_hooks", "unserializable_hook"]
 
 _ids = itertools.count()
 
@@ -62,6 +62,12 @@ class RemovableHandle:
 
     def __repr__(self) -> str:
         return f"<RemovableHandle id={self.id}>"
+
+
+def unserializable_hook(f: Any) -> Any:
+    """Mark a tensor hook as knowingly dropped when its tensor is pickled (no warning then)."""
+    f.__gradlog_unserializable__ = True
+    return f
 
 
 def register(registry: HookRegistry, hook: Any, *, prepend: bool = False,
