@@ -312,8 +312,15 @@ class Tensor:
                 "var_no_grad = var.detach().")
         if requires_grad and self._data.dtype.kind != "f":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._inference and not _mode.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         self._requires_grad = bool(requires_grad)
         return self
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (``_base`` is that tensor)."""
+        return self._base is not None
 
     def detach(self) -> Tensor:
         """A new leaf sharing memory and the version counter, with ``requires_grad=False``
@@ -400,12 +407,23 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # -- in-place bookkeeping (used by the in-place ops) -----------------------------------
-    def _check_inplace(self) -> None:
+    def _check_inplace(self, others: tuple = ()) -> None:
+        """PyTorch's refusals of an in-place change of this tensor by an op whose other
+        inputs are ``others``."""
         if self._inference and not _mode.inference:
             raise RuntimeError(
                 "Inplace update to inference tensor outside InferenceMode is not allowed.You "
                 "can make a clone to get a normal tensor before doing inplace update.See "
                 "https://github.com/pytorch/rfcs/pull/17 for more details.")
+        if self._made_in_inference and _mode.grad_enabled and (
+                self._requires_grad or any(isinstance(o, Tensor) and o._requires_grad
+                                           for o in others)):
+            raise RuntimeError(
+                "A view was created in inference mode and is being modified inplace in normal "
+                "mode. Given that this use case is ambiguous and error-prone, it is forbidden. "
+                "You can clarify your code by moving both the view and the inplace either both "
+                "inside the inference_mode block (if you don't want the inplace to be tracked) "
+                "or both outside (if you want the inplace to be tracked).")
         if self._requires_grad and self._grad_fn is None and _mode.grad_enabled:
             raise RuntimeError("a leaf Variable that requires grad is being used in an "
                                "in-place operation.")

@@ -38,7 +38,7 @@ def _needs_graph(self: Tensor, others: tuple) -> bool:
 def apply_inplace(self: Tensor, fast: Any, graph: Any, others: tuple = ()) -> Tensor:
     """Run an in-place op: ``fast(array)`` writes into the array when no graph is needed;
     ``graph(tensor) -> Tensor`` computes the result out of place otherwise."""
-    self._check_inplace()
+    self._check_inplace(others)
     if not _needs_graph(self, others):
         try:
             fast(self._data)
