@@ -119,6 +119,7 @@ from .autograd.ops.compare import (
 from .autograd.ops.conversion import clone
 from .autograd.ops.cumulative import cumprod, cumsum, logcumsumexp
 from .autograd.ops.indexing import gather, index_select, masked_select, take
+from .autograd.ops.inplace_view import as_strided
 from .autograd.ops.join import (
     cat,
     chunk,

@@ -425,8 +425,9 @@ class Tensor:
                 "inside the inference_mode block (if you don't want the inplace to be tracked) "
                 "or both outside (if you want the inplace to be tracked).")
         if self._requires_grad and self._grad_fn is None and _mode.grad_enabled:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                               "in-place operation.")
+            which = "a leaf Variable" if self._base is None else "a view of a leaf Variable"
+            raise RuntimeError(f"{which} that requires grad is being used in an in-place "
+                               "operation.")
         base = self._base
         if (base is not None and base._requires_grad and base._grad_fn is None
                 and _mode.grad_enabled):

@@ -222,24 +222,31 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
     return permute(input, tuple(o if o is not None else next(rest) for o in order))
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    n = input._data.ndim + 1
+def unsqueeze_shape(shape: tuple, dim: int) -> tuple:
+    """``shape`` with a 1 inserted at ``dim``."""
+    n = len(shape) + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
     d = dim % n
-    shape = input._data.shape
-    return Unsqueeze.apply(input, shape[:d] + (1,) + shape[d:])
+    return shape[:d] + (1,) + shape[d:]
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    return Unsqueeze.apply(input, unsqueeze_shape(input._data.shape, dim))
+
+
+def squeeze_shape(shape: tuple, dim: Any) -> tuple:
+    """Which squeeze (all, one dim, several dims) and the shape it leaves."""
+    if dim is None:
+        return Squeeze, tuple(s for s in shape if s != 1)
+    op = SqueezeDim if isinstance(dim, (int, np.integer)) else SqueezeDims
+    dims = set(normalize_dims(dim, len(shape)))
+    return op, tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
 
 
 def squeeze(input: Tensor, dim: Any = None) -> Tensor:
-    shape = input._data.shape
-    if dim is None:
-        op, new = Squeeze, tuple(s for s in shape if s != 1)
-    else:
-        op = SqueezeDim if isinstance(dim, (int, np.integer)) else SqueezeDims
-        dims = set(normalize_dims(dim, len(shape)))
-        new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+    op, new = squeeze_shape(input._data.shape, dim)
     return op.apply(input, new)
 
 
