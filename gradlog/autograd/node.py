@@ -174,7 +174,11 @@ class AccumulateGrad(Node):
 
     def _apply(self, grads: list) -> tuple:
         leaf = self.variable
+        first = leaf._grad is None
         accumulate_grad(leaf, grads[0], _mode.grad_enabled)
+        if first and leaf._grad is not None:  # NOTE: PyTorch moves the gradient into an
+            grads[0] = wrap(leaf._grad._data)  # empty .grad: this node's post-hooks see its
+            # memory (and so what post-accumulate hooks changed there)
         if leaf._post_hooks:
             for hook in tuple(leaf._post_hooks.values()):
                 result = hook(leaf)
