@@ -255,10 +255,11 @@ def accumulator(t: Tensor) -> AccumulateGrad:
     return acc
 
 
-def rebase(t: Tensor, node: Node, nr: int) -> None:
-    """Make ``t`` output ``nr`` of ``node`` after an in-place change. Its tensor hooks and
-    ``retain_grad`` stay with the old node (PyTorch resets a tensor's hooks on an in-place
-    op); a tensor that retained its grad retains it for the new value."""
+def rebase(t: Tensor, node: Node, nr: int, *, move_retain: bool = True) -> None:
+    """Make ``t`` output ``nr`` of ``node`` after an in-place change. Its tensor hooks stay
+    with the old node (PyTorch resets a tensor's hooks on an in-place op); a tensor that
+    retained its grad retains it for the new value, unless ``move_retain`` is False (an
+    in-place view op, after which PyTorch still retains the old value's gradient)."""
     old_node, old_nr = t._grad_fn, t._output_nr
     t._grad_fn = node
     t._requires_grad = True
@@ -267,9 +268,7 @@ def rebase(t: Tensor, node: Node, nr: int) -> None:
     else:
         t.__dict__.pop("_output_nr", None)
     t.__dict__.pop("_hooks", None)
-    if t.__dict__.pop("_retains_grad", False):
-        if old_node is not None and old_node._retain:
-            old_node._retain.pop(old_nr, None)
-        t.retain_grad()
     if t._base is not None:
         t._view_version = t._vc.value
+    if move_retain:
+        t._move_retained_grad(old_node, old_nr)

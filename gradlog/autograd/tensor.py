@@ -366,6 +366,14 @@ class Tensor:
         node._retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 
+    def _move_retained_grad(self, old_node: Any, old_nr: int) -> None:
+        """After this tensor's grad_fn changed (an in-place op, a regenerated view), retain its
+        gradient at the new node instead of the old one, as PyTorch does."""
+        if self.__dict__.pop("_retains_grad", False):
+            if old_node is not None and old_node._retain:
+                old_node._retain.pop(old_nr, None)
+            self.retain_grad()
+
     def register_hook(self, hook: Any) -> RemovableHandle:
         """Register ``hook(grad) -> Tensor | None``, run when this tensor's gradient is known.
 

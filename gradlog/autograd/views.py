@@ -89,6 +89,7 @@ def refresh_view(t: Tensor) -> None:
         fresh = replay(base, t._view_chain)
     finally:
         _set_mode(previous)
+    old_node, old_nr = t._grad_fn, t._output_nr
     t._grad_fn = fresh._grad_fn
     t._requires_grad = fresh._requires_grad
     if fresh._output_nr:
@@ -97,6 +98,7 @@ def refresh_view(t: Tensor) -> None:
         t.__dict__.pop("_output_nr", None)
     t.__dict__.pop("_hooks", None)  # hooks stay with the old node, as in PyTorch
     t._view_version = vc.value
+    t._move_retained_grad(old_node, old_nr)  # a retained grad does not
 
 
 def check_inplace_on_view(t: Tensor) -> None:

@@ -92,6 +92,34 @@ def multi_output_views_refuse_inplace_changes(L, log):
     log.append(raised(lambda: s1 * 1, n=70))
 
 
+def retained_grads_survive_inplace_changes_of_views(L, log):
+    base = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    view = base.clone()[:]
+    view.retain_grad()
+    view.mul_(2)  # the view itself changed in place
+    (view * 3).sum().backward()
+    log += [view.grad, base.grad, view.retains_grad]
+    b = L.tensor([1.0, 2.0], requires_grad=True)
+    c = b * 1
+    v = c[1:]
+    v.retain_grad()
+    c.mul_(4)  # its base changed in place: the view's node is regenerated
+    (v * 2).sum().backward()
+    log += [v.grad, b.grad, v.retains_grad]
+    c2 = b * 1
+    v2 = c2[:1]
+    c2.retain_grad()
+    v2.retain_grad()
+    v2.mul_(5)  # a view of a tensor that retains its grad
+    (c2 * L.tensor([1.0, 10.0])).sum().backward()
+    log += [c2.grad, v2.grad]
+    t = (b * 1).reshape(1, 2)
+    t.retain_grad()
+    t.t_()  # an in-place view op
+    (t * L.tensor([[3.0], [4.0]])).sum().backward()
+    log += [t.grad, b.grad]
+
+
 # -- inference mode --------------------------------------------------------------------------
 
 def inference_tensors(L, log):
@@ -196,6 +224,7 @@ PROGRAMS = [
     hooks_on_a_view_stop_at_its_inplace_op, hooks_on_the_base_of_a_view_changed_in_place,
     sibling_views_see_an_inplace_change, detach_inplace_refused_on_views,
     multi_output_hooks_get_none_for_a_sibling, multi_output_views_refuse_inplace_changes,
+    retained_grads_survive_inplace_changes_of_views,
     inference_tensors, views_made_in_inference_mode_of_a_tensor_changed_later,
     a_view_made_in_inference_mode_changed_in_place_outside, inference_tensors_in_normal_mode,
     decorating_a_class_warns,

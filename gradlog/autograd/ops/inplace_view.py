@@ -4,8 +4,8 @@
 An in-place view op changes only how a tensor looks at its memory. As in PyTorch, it is the
 out-of-place view op (recorded by ``Function.apply`` under PyTorch's ``...Backward1`` node
 names) whose result the tensor then becomes: its grad_fn moves on to the view's node (hooks
-registered before stay with the old node), its version goes up by one, and a view stays a view
-of the same base (a tensor that was not a view does not become one).
+registered before, and a retained grad, stay with the old node), its version goes up by one,
+and a view stays a view of the same base (a tensor that was not a view does not become one).
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def _become(self: Tensor, new: Tensor) -> Tensor:
         self._vc = vc
         vc.value += 1
     if new._grad_fn is not None:
-        rebase(self, new._grad_fn, new._output_nr)
+        rebase(self, new._grad_fn, new._output_nr, move_retain=False)
     if self._base is not None and new._base is self._base:
         self._view_chain = new._view_chain
         self._view_version = vc.value
