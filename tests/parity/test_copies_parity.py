@@ -30,6 +30,23 @@ class Counter:
         self.calls += 1
 
 
+def count_load(module, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+    module.loads += 1
+
+
+def a_hook_called_with_its_module_follows_the_copy(L, log):
+    lin = L.nn.Linear(2, 1)
+    lin.loads = 0
+    lin._register_load_state_dict_pre_hook(count_load, True)
+    state = lin.state_dict()
+    for c in (pickle.loads(pickle.dumps(lin)), copy.deepcopy(lin)):
+        c.load_state_dict(state)
+        c.load_state_dict(state)
+        log += [c.loads, lin.loads]
+    lin.load_state_dict(state)
+    log.append(lin.loads)
+
+
 def module_hooks_travel_with_pickle_and_deepcopy(L, log):
     lin = L.nn.Linear(2, 1)
     with L.no_grad():
@@ -82,7 +99,8 @@ def tensors_pickle_as_leaves_without_hooks(L, log):
     log += [type(q).__name__, q.requires_grad, q]
 
 
-PROGRAMS = [module_hooks_travel_with_pickle_and_deepcopy, a_lambda_hook_fails_under_pickle_only,
+PROGRAMS = [module_hooks_travel_with_pickle_and_deepcopy,
+            a_hook_called_with_its_module_follows_the_copy, a_lambda_hook_fails_under_pickle_only,
             tensors_pickle_as_leaves_without_hooks]
 
 
