@@ -16,7 +16,7 @@ import numpy as np
 
 from ..function import Op
 from ..node import rebase
-from ..tensor import Tensor, _wrap_dim
+from ..tensor import Tensor
 from . import shape
 
 __all__ = ["as_strided"]
@@ -114,36 +114,19 @@ def _strided(cls: type, input: Tensor, size: Any, stride: Any, storage_offset: A
 # -- the in-place forms -----------------------------------------------------------------------
 # PyTorch names the nodes of the in-place forms ``...Backward1`` (squeeze_: 3, 4, 5).
 
-class Transpose1(shape.Transpose):
-    node_name = "TransposeBackward1"
+def _renamed(base: type, node_name: str) -> type:
+    return type(node_name.replace("Backward", ""), (base,),
+                {"node_name": node_name, "__module__": __name__})
 
 
-class T1(shape.Transpose):
-    node_name = "TBackward1"
-
-
-class TVector1(shape.Reshape):
-    node_name = "TBackward1"
-
-
-class Unsqueeze1(shape.Reshape):
-    node_name = "UnsqueezeBackward1"
-
-
-class Squeeze3(shape.Reshape):
-    node_name = "SqueezeBackward3"
-
-
-class Squeeze4(shape.Reshape):
-    node_name = "SqueezeBackward4"
-
-
-class Squeeze5(shape.Reshape):
-    node_name = "SqueezeBackward5"
-
-
-class AsStrided1(AsStrided):
-    node_name = "AsStridedBackward1"
+Transpose1 = _renamed(shape.Transpose, "TransposeBackward1")
+T1 = _renamed(shape.Transpose, "TBackward1")
+TVector1 = _renamed(shape.Reshape, "TBackward1")
+Unsqueeze1 = _renamed(shape.Reshape, "UnsqueezeBackward1")
+Squeeze3 = _renamed(shape.Reshape, "SqueezeBackward3")
+Squeeze4 = _renamed(shape.Reshape, "SqueezeBackward4")
+Squeeze5 = _renamed(shape.Reshape, "SqueezeBackward5")
+AsStrided1 = _renamed(AsStrided, "AsStridedBackward1")
 
 
 def _become(self: Tensor, new: Tensor) -> Tensor:
@@ -169,20 +152,11 @@ def _view_inplace(make: Any) -> Any:
 
 
 def _transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    n = input._data.ndim
-    d0, d1 = _wrap_dim(dim0, n), _wrap_dim(dim1, n)
-    if n < 2 and d0 == d1:
-        return TVector1.apply(input, input._data.shape)
-    return Transpose1.apply(input, d0, d1)
+    return shape.transpose_with(Transpose1, TVector1, input, dim0, dim1)
 
 
 def _t(input: Tensor) -> Tensor:
-    n = input._data.ndim
-    if n > 2:
-        raise RuntimeError(f"t_() expects a tensor with <= 2 dimensions, but self is {n}D")
-    if n < 2:
-        return TVector1.apply(input, input._data.shape)
-    return T1.apply(input, 0, 1)
+    return shape.t_with(T1, TVector1, "t_()", input)
 
 
 def _unsqueeze(input: Tensor, dim: int) -> Tensor:

@@ -175,11 +175,16 @@ class Transpose(Op):
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    return transpose_with(Transpose, Reshape, input, dim0, dim1)
+
+
+def transpose_with(op: type, same: type, input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``transpose`` recorded as ``op`` (``same`` when it changes nothing)."""
     n = input._data.ndim
     d0, d1 = _wrap_dim(dim0, n), _wrap_dim(dim1, n)
     if n < 2 and d0 == d1:
-        return Reshape.apply(input, input._data.shape)
-    return Transpose.apply(input, d0, d1)
+        return same.apply(input, input._data.shape)
+    return op.apply(input, d0, d1)
 
 
 swapaxes = transpose
@@ -191,12 +196,17 @@ class T(Transpose):
 
 def t(input: Tensor) -> Tensor:
     """Transpose of a matrix (1-D and 0-D tensors are returned as they are)."""
+    return t_with(T, TVector, "t()", input)
+
+
+def t_with(op: type, vector: type, name: str, input: Tensor) -> Tensor:
+    """``t`` recorded as ``op`` (``vector`` for 0-D and 1-D tensors)."""
     n = input._data.ndim
     if n > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+        raise RuntimeError(f"{name} expects a tensor with <= 2 dimensions, but self is {n}D")
     if n < 2:
-        return TVector.apply(input, input._data.shape)
-    return T.apply(input, 0, 1)
+        return vector.apply(input, input._data.shape)
+    return op.apply(input, 0, 1)
 
 
 def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
