@@ -68,6 +68,16 @@ def module_hooks_travel_with_pickle_and_deepcopy(L, log):
     log.append(copy.deepcopy(lin).weight.grad)  # (a Parameter's copy drops it)
 
 
+def a_handle_kept_on_the_module_removes_from_the_copy(L, log):
+    lin = L.nn.Linear(2, 1)
+    lin.handle = lin.register_forward_hook(record_output)
+    for c in (copy.deepcopy(lin), pickle.loads(pickle.dumps(lin))):
+        log.append((len(c._forward_hooks), c.handle.id == lin.handle.id))
+        c.handle.remove()
+        log.append((len(c._forward_hooks), len(lin._forward_hooks)))
+    log.append(lin.register_forward_hook(record_output).id > lin.handle.id)
+
+
 def a_lambda_hook_fails_under_pickle_only(L, log):
     lin = L.nn.Linear(2, 1)
     handle = lin.register_forward_hook(lambda m, a, o: o * 0)
@@ -100,7 +110,9 @@ def tensors_pickle_as_leaves_without_hooks(L, log):
 
 
 PROGRAMS = [module_hooks_travel_with_pickle_and_deepcopy,
-            a_hook_called_with_its_module_follows_the_copy, a_lambda_hook_fails_under_pickle_only,
+            a_hook_called_with_its_module_follows_the_copy,
+            a_handle_kept_on_the_module_removes_from_the_copy,
+            a_lambda_hook_fails_under_pickle_only,
             tensors_pickle_as_leaves_without_hooks]
 
 
