@@ -67,3 +67,11 @@ def test_an_inplace_view_op_shares_memory_and_bumps_the_version():
     y[0, 1] = 5.0
     assert base[1, 0].item() == 5.0 and y.shape == (3, 2) and y._version == 2
     assert y._base is base and y._is_view()
+
+
+def test_as_strided_reads_memory_in_storage_order():
+    fortran = np.asfortranarray(np.arange(6.0).reshape(2, 3))  # memory: 0 3 1 4 2 5
+    out = gl.from_numpy(fortran).as_strided((3,), (2,))
+    np.testing.assert_array_equal(out.numpy(), [0.0, 1.0, 2.0])
+    with pytest.raises(RuntimeError, match="out of bounds for storage of size 48"):
+        gl.from_numpy(fortran).as_strided((4,), (2,))

@@ -74,7 +74,7 @@ class AsStrided(Op):
         in_pos = _positions(a.shape, tuple(s // item for s in a.strides), own_offset)
         ctx.args = (out_pos, in_pos, max(int(out_pos.max(initial=0)),
                                          int(in_pos.max(initial=0))) + 1)
-        flat = root.reshape(-1) if root.flags.c_contiguous else root
+        flat = root.reshape(-1, order="F" if root.flags.f_contiguous and root.ndim > 1 else "C")
         start = flat[offset:] if offset < flat.size else flat[:0]
         return np.lib.stride_tricks.as_strided(start, size, tuple(s * item for s in stride))
 
@@ -99,6 +99,9 @@ def _strided(cls: type, input: Tensor, size: Any, stride: Any, storage_offset: A
         raise RuntimeError("as_strided: Negative strides are not supported at the moment, got "
                            f"strides: {list(stride)}")
     root, own_offset = _storage(input._data)
+    if not (root.flags.c_contiguous or root.flags.f_contiguous):
+        raise RuntimeError("as_strided: the tensor's memory is not one contiguous block "
+                           f"(shape {list(root.shape)}, byte strides {list(root.strides)})")
     offset = own_offset if storage_offset is None else int(storage_offset)
     if 0 not in size:
         last = offset + sum((n - 1) * s for n, s in zip(size, stride))
