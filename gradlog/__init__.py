@@ -72,24 +72,6 @@ from .autograd.ops.activation import (
     softplus,
     tanh,
 )
-from .autograd.ops.arithmetic import (
-    add,
-    div,
-    divide,
-    floor_divide,
-    mul,
-    multiply,
-    neg,
-    negative,
-    pow,
-    reciprocal,
-    remainder,
-    rsub,
-    square,
-    sub,
-    subtract,
-    true_divide,
-)
 from .autograd.ops.compare import (
     allclose,
     argsort,
@@ -119,6 +101,7 @@ from .autograd.ops.compare import (
 from .autograd.ops.conversion import clone
 from .autograd.ops.cumulative import cumprod, cumsum, logcumsumexp
 from .autograd.ops.indexing import gather, index_select, masked_select, take
+from .autograd.ops.inplace_view import as_strided
 from .autograd.ops.join import (
     cat,
     chunk,
@@ -132,7 +115,29 @@ from .autograd.ops.join import (
     unbind,
     vstack,
 )
-from .autograd.ops.linalg import bmm, dot, matmul, mm, outer
+from .autograd.ops.out import (
+    add,
+    bmm,
+    div,
+    divide,
+    dot,
+    floor_divide,
+    matmul,
+    mm,
+    mul,
+    multiply,
+    neg,
+    negative,
+    outer,
+    pow,
+    reciprocal,
+    remainder,
+    rsub,
+    square,
+    sub,
+    subtract,
+    true_divide,
+)
 from .autograd.ops.reduction import (
     all,
     amax,

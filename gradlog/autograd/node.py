@@ -174,7 +174,11 @@ class AccumulateGrad(Node):
 
     def _apply(self, grads: list) -> tuple:
         leaf = self.variable
+        first = leaf._grad is None
         accumulate_grad(leaf, grads[0], _mode.grad_enabled)
+        if first and leaf._grad is not None:  # NOTE: PyTorch moves the gradient into an
+            grads[0] = wrap(leaf._grad._data)  # empty .grad: this node's post-hooks see its
+            # memory (and so what post-accumulate hooks changed there)
         if leaf._post_hooks:
             for hook in tuple(leaf._post_hooks.values()):
                 result = hook(leaf)
@@ -251,10 +255,11 @@ def accumulator(t: Tensor) -> AccumulateGrad:
     return acc
 
 
-def rebase(t: Tensor, node: Node, nr: int) -> None:
-    """Make ``t`` output ``nr`` of ``node`` after an in-place change. Its tensor hooks and
-    ``retain_grad`` stay with the old node (PyTorch resets a tensor's hooks on an in-place
-    op); a tensor that retained its grad retains it for the new value."""
+def rebase(t: Tensor, node: Node, nr: int, *, move_retain: bool = True) -> None:
+    """Make ``t`` output ``nr`` of ``node`` after an in-place change. Its tensor hooks stay
+    with the old node (PyTorch resets a tensor's hooks on an in-place op); a tensor that
+    retained its grad retains it for the new value, unless ``move_retain`` is False (an
+    in-place view op, after which PyTorch still retains the old value's gradient)."""
     old_node, old_nr = t._grad_fn, t._output_nr
     t._grad_fn = node
     t._requires_grad = True
@@ -263,9 +268,7 @@ def rebase(t: Tensor, node: Node, nr: int) -> None:
     else:
         t.__dict__.pop("_output_nr", None)
     t.__dict__.pop("_hooks", None)
-    if t.__dict__.pop("_retains_grad", False):
-        if old_node is not None and old_node._retain:
-            old_node._retain.pop(old_nr, None)
-        t.retain_grad()
     if t._base is not None:
         t._view_version = t._vc.value
+    if move_retain:
+        t._move_retained_grad(old_node, old_nr)

@@ -271,8 +271,17 @@ class Tensor:
         return repr(self)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        raise TypeError("gradlog tensors are not pickled; use gl.save(obj, path), which writes "
-                        ".npz arrays and a JSON manifest")
+        # As PyTorch: the values, ``requires_grad`` and the user's attributes; never the
+        # graph, ``.grad`` or the hooks (warned about). Checkpoints use gl.save, not this.
+        for hook in (self._hooks or {}).values():
+            if getattr(hook, "__gradlog_unserializable__", False):
+                continue
+            warnings.warn(f"backward hook {hook!r} on tensor will not be serialized.  If this "
+                          "is expected, you can decorate the function with "
+                          "@gradlog.utils.hooks.unserializable_hook to suppress this warning",
+                          UserWarning, stacklevel=2)
+        state = {k: v for k, v in self.__dict__.items() if k not in _AUTOGRAD_STATE}
+        return (_rebuild, (type(self), np.array(self._data), self._requires_grad, state))
 
     def __deepcopy__(self, memo: dict) -> Tensor:
         if not self.is_leaf:
@@ -303,8 +312,15 @@ class Tensor:
                 "var_no_grad = var.detach().")
         if requires_grad and self._data.dtype.kind != "f":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if requires_grad and self._inference and not _mode.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         self._requires_grad = bool(requires_grad)
         return self
+
+    def _is_view(self) -> bool:
+        """Whether this tensor is a view of another (``_base`` is that tensor)."""
+        return self._base is not None
 
     def detach(self) -> Tensor:
         """A new leaf sharing memory and the version counter, with ``requires_grad=False``
@@ -350,6 +366,14 @@ class Tensor:
         node._retain[self._output_nr] = weakref.ref(self)
         self._retains_grad = True
 
+    def _move_retained_grad(self, old_node: Any, old_nr: int) -> None:
+        """After this tensor's grad_fn changed (an in-place op, a regenerated view), retain its
+        gradient at the new node instead of the old one, as PyTorch does."""
+        if self.__dict__.pop("_retains_grad", False):
+            if old_node is not None and old_node._retain:
+                old_node._retain.pop(old_nr, None)
+            self.retain_grad()
+
     def register_hook(self, hook: Any) -> RemovableHandle:
         """Register ``hook(grad) -> Tensor | None``, run when this tensor's gradient is known.
 
@@ -391,15 +415,27 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # -- in-place bookkeeping (used by the in-place ops) -----------------------------------
-    def _check_inplace(self) -> None:
+    def _check_inplace(self, others: tuple = ()) -> None:
+        """PyTorch's refusals of an in-place change of this tensor by an op whose other
+        inputs are ``others``."""
         if self._inference and not _mode.inference:
             raise RuntimeError(
                 "Inplace update to inference tensor outside InferenceMode is not allowed.You "
                 "can make a clone to get a normal tensor before doing inplace update.See "
                 "https://github.com/pytorch/rfcs/pull/17 for more details.")
+        if self._made_in_inference and _mode.grad_enabled and (
+                self._requires_grad or any(isinstance(o, Tensor) and o._requires_grad
+                                           for o in others)):
+            raise RuntimeError(
+                "A view was created in inference mode and is being modified inplace in normal "
+                "mode. Given that this use case is ambiguous and error-prone, it is forbidden. "
+                "You can clarify your code by moving both the view and the inplace either both "
+                "inside the inference_mode block (if you don't want the inplace to be tracked) "
+                "or both outside (if you want the inplace to be tracked).")
         if self._requires_grad and self._grad_fn is None and _mode.grad_enabled:
-            raise RuntimeError("a leaf Variable that requires grad is being used in an "
-                               "in-place operation.")
+            which = "a leaf Variable" if self._base is None else "a view of a leaf Variable"
+            raise RuntimeError(f"{which} that requires grad is being used in an in-place "
+                               "operation.")
         base = self._base
         if (base is not None and base._requires_grad and base._grad_fn is None
                 and _mode.grad_enabled):
@@ -416,6 +452,17 @@ class Tensor:
 _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_grad",
                              "_grad_acc", "_base", "_view_chain", "_view_version",
                              "_made_in_inference", "_output_nr"})
+
+
+def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> Tensor:
+    """A leaf tensor of ``cls`` from a pickle (see ``Tensor.__reduce_ex__``)."""
+    t = _new(cls)
+    t._data = data
+    t._requires_grad = requires_grad
+    t._grad_fn = None
+    t._owned = False
+    t.__dict__.update(state)
+    return t
 
 
 def wrap(data: np.ndarray) -> Tensor:

@@ -31,6 +31,9 @@ def share_view(out: Tensor, cls: type, args: tuple, in_inference: int, nr: int =
     """Make ``out`` (output ``nr`` of the view op ``cls`` applied to ``args``) a view of
     ``args[0]``: the same version counter, and the chain that recreates it from the root base."""
     src = args[0]
+    if src._inference:  # a view of an inference tensor is one, and (as in PyTorch) no view
+        out._inference = True
+        return
     vc = src._vc
     if vc is None:
         vc = src._vc = VersionCounter()
@@ -43,12 +46,9 @@ def share_view(out: Tensor, cls: type, args: tuple, in_inference: int, nr: int =
     else:
         out._base = src
         out._view_chain = step
-    if in_inference:
-        if src._inference:
-            out._inference = True  # a view of an inference tensor is one
-        else:  # a view of a normal tensor stays normal; it keeps requires_grad, no grad_fn
-            out._requires_grad = src._requires_grad
-            out._made_in_inference = True
+    if in_inference:  # a view of a normal tensor stays normal; it keeps requires_grad
+        out._requires_grad = src._requires_grad
+        out._made_in_inference = True
 
 
 def replay(t: Tensor, chain: tuple) -> Tensor:
@@ -89,6 +89,7 @@ def refresh_view(t: Tensor) -> None:
         fresh = replay(base, t._view_chain)
     finally:
         _set_mode(previous)
+    old_node, old_nr = t._grad_fn, t._output_nr
     t._grad_fn = fresh._grad_fn
     t._requires_grad = fresh._requires_grad
     if fresh._output_nr:
@@ -97,6 +98,7 @@ def refresh_view(t: Tensor) -> None:
         t.__dict__.pop("_output_nr", None)
     t.__dict__.pop("_hooks", None)  # hooks stay with the old node, as in PyTorch
     t._view_version = vc.value
+    t._move_retained_grad(old_node, old_nr)  # a retained grad does not
 
 
 def check_inplace_on_view(t: Tensor) -> None:

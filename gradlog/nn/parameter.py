@@ -33,9 +33,8 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + super().__repr__()
 
     def __deepcopy__(self, memo: dict) -> Parameter:
+        # As PyTorch: the values and requires_grad, not ``.grad`` (a plain tensor keeps it).
         new = Parameter(self._data.copy(), self._requires_grad)
-        if self._grad is not None:
-            new._grad = self._grad.__deepcopy__(memo)
         memo[id(self)] = new
         return new
 

@@ -18,8 +18,8 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 __all__ = ["wav_bytes", "audio_summary"]
 
 
-def wav_bytes(samples: np.ndarray, sample_rate: int) -> bytes:
-    """A WAV file of mono int16 ``samples``."""
+def wav_bytes(samples: np.ndarray, sample_rate: float) -> bytes:
+    """A WAV file of mono int16 ``samples`` (a fractional rate is rounded, by ``wave``)."""
     buffer = io.BytesIO()
     with wave.open(buffer, "wb") as wav:
         wav.setnchannels(1)
@@ -47,6 +47,6 @@ def audio_summary(tag: str, snd_tensor, sample_rate: int = 44100) -> Summary:
         clip = clip.clip(-1, 1)
     samples = (clip * np.iinfo(np.int16).max).astype("<i2")
     audio = Summary.Audio(sample_rate=sample_rate, num_channels=1, length_frames=samples.size,
-                          encoded_audio_string=wav_bytes(samples, int(sample_rate)),
+                          encoded_audio_string=wav_bytes(samples, sample_rate),
                           content_type="audio/wav")
     return Summary(value=[Summary.Value(tag=tag, audio=audio)])

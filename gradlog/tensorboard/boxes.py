@@ -63,8 +63,6 @@ def image_with_boxes_summary(tag: str, img_tensor, box_tensor, rescale: float = 
     from PIL import Image
 
     boxes = np.asarray(box_tensor, dtype=np.float64)
-    if boxes.ndim == 1 and boxes.size == 4:
-        boxes = boxes[None]
     if boxes.ndim != 2 or boxes.shape[1] != 4:
         raise ValueError(f"add_image_with_boxes: box_tensor should have shape (N, 4), got "
                          f"{tuple(boxes.shape)}")

@@ -4,8 +4,9 @@ Pillow, a runtime dependency already).
 
 A batch of ``N`` clips is tiled into one clip, PyTorch's layout: ``N`` is padded with black
 clips to a power of two, laid out in ``2 ** ((N.bit_length() - 1) // 2)`` rows. Pixels are
-scaled as images are (uint8 kept, floats in ``[0, 1]`` times 255). A GIF frame holds at most
-256 colours (Pillow picks them per frame); frame times are multiples of 10 ms.
+scaled as images are (uint8 kept, floats in ``[0, 1]`` times 255); an alpha channel is
+dropped. A GIF frame holds at most 256 colours (Pillow picks them per frame); each frame lasts
+``1000 / fps`` ms, a multiple of 10 ms (PyTorch's moviepy writes 0 ms delays).
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ def video_frames(vid_tensor: np.ndarray) -> np.ndarray:
         raise ValueError(f"add_video: expected a (N, T, C, H, W) tensor, got shape "
                          f"{tuple(array.shape)}")
     n, t, c, h, w = array.shape
-    if c not in (1, 3):
-        raise ValueError(f"add_video: frames need 1 or 3 channels, got {c}")
+    if c not in (1, 3, 4):
+        raise ValueError(f"add_video: frames need 1, 3 or 4 channels, got {c}")
+    if c == 4:  # RGBA: a GIF has no alpha; PyTorch's writer drops it too
+        array, c = array[:, :, :3], 3
     clips = to_uint8(array)
     padded = 1 << (n - 1).bit_length()
     if padded != n:

@@ -13,9 +13,10 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["HookRegistry", "RemovableHandle", "register", "count_hooks"]
+__all__ = ["HookRegistry", "RemovableHandle", "register", "count_hooks", "unserializable_hook"]
 
 _ids = itertools.count()
+_last_restored = -1  # the highest id of a handle restored from a pickle (ids stay unique)
 
 
 class HookRegistry(OrderedDict):
@@ -35,7 +36,7 @@ class RemovableHandle:
 
     def __init__(self, hooks_dict: HookRegistry, *, extra_dict: Any = None) -> None:
         self.hooks_dict_ref = weakref.ref(hooks_dict)
-        self.id = next(_ids)
+        self.id = _next_id()
         if extra_dict is None:
             extra = ()
         elif isinstance(extra_dict, (list, tuple)):
@@ -54,6 +55,18 @@ class RemovableHandle:
             if extra is not None:
                 extra.pop(self.id, None)
 
+    # A copied handle (pickle, deepcopy) removes from the copies of its registries.
+    def __getstate__(self) -> tuple:
+        return (self.hooks_dict_ref(), self.id, tuple(ref() for ref in self.extra_dict_ref))
+
+    def __setstate__(self, state: tuple) -> None:
+        global _last_restored
+        hooks_dict, self.id, extra = state
+        self.hooks_dict_ref = weakref.ref(hooks_dict if hooks_dict is not None else
+                                          HookRegistry())  # (a dead reference)
+        self.extra_dict_ref = tuple(weakref.ref(d) for d in extra if d is not None)
+        _last_restored = max(_last_restored, self.id)
+
     def __enter__(self) -> RemovableHandle:
         return self
 
@@ -62,6 +75,19 @@ class RemovableHandle:
 
     def __repr__(self) -> str:
         return f"<RemovableHandle id={self.id}>"
+
+
+def _next_id() -> int:
+    while True:
+        i = next(_ids)
+        if i > _last_restored:
+            return i
+
+
+def unserializable_hook(f: Any) -> Any:
+    """Mark a tensor hook as knowingly dropped when its tensor is pickled (no warning then)."""
+    f.__gradlog_unserializable__ = True
+    return f
 
 
 def register(registry: HookRegistry, hook: Any, *, prepend: bool = False,

@@ -92,6 +92,34 @@ def multi_output_views_refuse_inplace_changes(L, log):
     log.append(raised(lambda: s1 * 1, n=70))
 
 
+def retained_grads_survive_inplace_changes_of_views(L, log):
+    base = L.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    view = base.clone()[:]
+    view.retain_grad()
+    view.mul_(2)  # the view itself changed in place
+    (view * 3).sum().backward()
+    log += [view.grad, base.grad, view.retains_grad]
+    b = L.tensor([1.0, 2.0], requires_grad=True)
+    c = b * 1
+    v = c[1:]
+    v.retain_grad()
+    c.mul_(4)  # its base changed in place: the view's node is regenerated
+    (v * 2).sum().backward()
+    log += [v.grad, b.grad, v.retains_grad]
+    c2 = b * 1
+    v2 = c2[:1]
+    c2.retain_grad()
+    v2.retain_grad()
+    v2.mul_(5)  # a view of a tensor that retains its grad
+    (c2 * L.tensor([1.0, 10.0])).sum().backward()
+    log += [c2.grad, v2.grad]
+    t = (b * 1).reshape(1, 2)
+    t.retain_grad()
+    t.t_()  # an in-place view op
+    (t * L.tensor([[3.0], [4.0]])).sum().backward()
+    log += [t.grad, b.grad]
+
+
 # -- inference mode --------------------------------------------------------------------------
 
 def inference_tensors(L, log):
@@ -131,6 +159,49 @@ def views_made_in_inference_mode_of_a_tensor_changed_later(L, log):
     log.append(w.grad_fn)
 
 
+def a_view_made_in_inference_mode_changed_in_place_outside(L, log):
+    x = t(L, [1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 2
+    n = L.ones(3)
+    with L.inference_mode():
+        w, z, v, v2 = y[:2], x[:2], n[:2], n[1:]
+    log.append([u._is_view() for u in (w, z, v, y, n, x.detach())])
+    log.append(raised(lambda: w.mul_(2)))
+    log.append(raised(lambda: z.mul_(2)))  # (PyTorch's inference-view error comes first)
+    log.append(raised(lambda: v.mul_(x[:2])))  # its other input requires grad
+    log.append(raised(lambda: v2.copy_(y[1:])))
+    v.add_(1)  # nothing to track: allowed
+    with L.no_grad():
+        w.mul_(10)  # untracked: allowed
+    log += [v, n, w.detach(), y.detach()]
+    with L.inference_mode():
+        w.mul_(2)  # inside the mode: allowed
+    log.append(y.detach())
+
+
+def inference_tensors_in_normal_mode(L, log):
+    with L.inference_mode():
+        i = L.ones(3)
+        iv = i[:2]
+    views = [i.view(3), i[:2], i.unsqueeze(0), i.t(), i.expand(2, 3), i.detach(), iv]
+    log.append([(u.is_inference(), u._is_view()) for u in views])
+    log.append([(i * 2).is_inference(), i.clone().is_inference(), (i + 0).is_inference()])
+    # (PyTorch writes some of these before it raises; gradlog refuses before writing)
+    log.append(raised(lambda: i.view(3).mul_(2)))
+    log.append(raised(lambda: iv.add_(1)))
+    log.append(raised(lambda: i[0].fill_(2)))
+    log.append(raised(lambda: i.requires_grad_()))
+    i.requires_grad_(False)  # allowed
+    with L.inference_mode():
+        j = L.ones(3)
+        j.view(3).mul_(2)  # inside: allowed
+    log.append(j)
+    x = t(L, [1.0, 2.0, 3.0], requires_grad=True)
+    log.append(raised(lambda: x * i.view(3), n=60))
+    (x + i.view(3)).sum().backward()  # nothing saved: allowed
+    log.append(x.grad)
+
+
 # -- grad-mode decorators --------------------------------------------------------------------
 
 def decorating_a_class_warns(L, log):
@@ -153,7 +224,9 @@ PROGRAMS = [
     hooks_on_a_view_stop_at_its_inplace_op, hooks_on_the_base_of_a_view_changed_in_place,
     sibling_views_see_an_inplace_change, detach_inplace_refused_on_views,
     multi_output_hooks_get_none_for_a_sibling, multi_output_views_refuse_inplace_changes,
+    retained_grads_survive_inplace_changes_of_views,
     inference_tensors, views_made_in_inference_mode_of_a_tensor_changed_later,
+    a_view_made_in_inference_mode_changed_in_place_outside, inference_tensors_in_normal_mode,
     decorating_a_class_warns,
 ]
 

@@ -180,3 +180,39 @@ def test_onnx_graph_needs_no_onnx_package(tmp_path):
     assert result.stdout.split() == ["7", "False"]
     with pytest.raises(ValueError, match="not an ONNX model"):
         onnx_graph.onnx_graph(b"\xff\xff\xff")
+
+
+@pytest.mark.parametrize("rate", [8000.6, 22050.5, 11025.4])
+def test_a_fractional_sample_rate_is_rounded_as_pytorchs(rate):
+    summary = torch_summary()
+    clip = np.sin(np.linspace(0, 5, 100)).astype(np.float32) * 0.5
+    ours = audio.audio_summary("a", clip, sample_rate=rate).value[0].audio
+    assert ours == summary.audio("a", clip, sample_rate=rate).value[0].audio
+    with wave.open(io.BytesIO(ours.encoded_audio_string)) as wav:
+        assert wav.getframerate() == round(rate)  # (22050.5 -> 22050, as Python rounds)
+
+
+def test_an_rgba_video_drops_its_alpha():
+    rng = np.random.default_rng(5)
+    rgb = rng.integers(0, 256, (2, 3, 3, 4, 5), dtype=np.uint8)
+    alpha = rng.integers(0, 256, (2, 3, 1, 4, 5), dtype=np.uint8)
+    rgba = np.concatenate([rgb, alpha], axis=2)
+    assert np.array_equal(video.video_frames(rgba), video.video_frames(rgb))
+    value = video.video_summary("v", rgba.astype(np.float32) / 255, fps=4).value[0]
+    assert value.image.colorspace == 3
+    gif = Image.open(io.BytesIO(value.image.encoded_image_string))
+    assert gif.n_frames == 3 and gif.size == (10, 4)
+    with pytest.raises(ValueError, match="frames need 1, 3 or 4 channels, got 2"):
+        video.video_frames(np.zeros((1, 1, 2, 4, 4)))
+
+
+def test_a_flat_single_box_is_refused_as_pytorch_refuses_it():
+    summary = torch_summary()
+    image = np.zeros((3, 8, 8), np.float32)
+    with pytest.raises(IndexError):
+        summary.image_boxes("b", image, np.array([1.0, 2.0, 5.0, 6.0]))
+    with pytest.raises(ValueError, match=r"\(N, 4\), got \(4,\)"):
+        boxes.image_with_boxes_summary("b", image, np.array([1.0, 2.0, 5.0, 6.0]))
+    one = boxes.image_with_boxes_summary("b", image, np.array([[1.0, 2.0, 5.0, 6.0]]))
+    assert np.array_equal(png_pixels(one), png_pixels(summary.image_boxes(
+        "b", image, np.array([[1.0, 2.0, 5.0, 6.0]]))))

@@ -84,6 +84,27 @@ def test_audio_mesh_boxes_and_tensors_read_back_as_pytorchs(tmp_path):
     assert mine.tolist() == tensors(b, "tensor")[0][1].tolist()
 
 
+def test_a_fractional_sample_rate_reads_back_as_pytorchs(tmp_path):
+    clip = torch.tensor(np.sin(np.linspace(0, 9, 300)) * 0.5, dtype=torch.float32)
+
+    def calls(writer):
+        writer.add_audio("sound", clip, 1, sample_rate=8000.6)
+
+    ours, theirs = both(tmp_path, calls)
+    (mine,), (torch_audio,) = accumulate(ours).Audio("sound"), accumulate(theirs).Audio("sound")
+    assert mine.encoded_audio_string == torch_audio.encoded_audio_string  # a 8001 Hz WAV
+    assert mine.sample_rate == torch_audio.sample_rate == pytest.approx(8000.6)
+
+
+def test_flat_single_boxes_are_refused_as_pytorch_refuses_them(tmp_path):
+    image, box = torch.rand(3, 8, 8), torch.tensor([1.0, 2.0, 5.0, 6.0])
+    with pytest.raises(IndexError), TorchWriter(str(tmp_path / "torch")) as theirs:
+        theirs.add_image_with_boxes("b", image, box)
+    with SummaryWriter(str(tmp_path / "gradlog"), background=False) as ours:
+        with pytest.raises(ValueError, match=r"box_tensor should have shape \(N, 4\), got \(4,\)"):
+            ours.add_image_with_boxes("b", image, box)
+
+
 def test_video_is_an_animated_gif_in_the_images_plugin(log_dir):
     clips = torch.zeros(2, 4, 3, 8, 8, dtype=torch.uint8)
     for t in range(4):

@@ -13,6 +13,7 @@ from . import (
     cumulative,
     indexing,
     inplace,
+    inplace_view,
     join,
     linalg,
     reduction,
@@ -22,7 +23,7 @@ from . import (
 )
 
 FAMILIES = (arithmetic, unary, activation, reduction, statistics, cumulative, shape, join,
-            indexing, linalg, compare, conversion, inplace)
+            indexing, linalg, compare, conversion, inplace, inplace_view)
 
 for _family in FAMILIES:
     for _name, _method in _family.TENSOR_METHODS.items():

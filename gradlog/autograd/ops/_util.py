@@ -73,6 +73,13 @@ def scalar_type_name(dtype: np.dtype) -> str:
     return dtypes.as_dtype(np.dtype(dtype)).legacy_name.removesuffix("Tensor")
 
 
+def check_cast(result: np.dtype, out: np.dtype) -> None:
+    """PyTorch's refusal to write a result into a tensor of a lower dtype category."""
+    if result != out and not np.can_cast(result, out, "same_kind"):
+        raise RuntimeError(f"result type {scalar_type_name(result)} can't be cast to the "
+                           f"desired output type {scalar_type_name(out)}")
+
+
 def promote_dtypes(a: np.dtype, b: np.dtype) -> np.dtype:
     """PyTorch's promotion of two dimensioned operands' dtypes: the higher category wins
     (bool < int < float: int64 with float32 is float32), else the wider type."""

@@ -196,7 +196,7 @@ def setitem(self: Tensor, index: Any, value: Any) -> None:
     if not _mode.grad_enabled or not (self._requires_grad or any(o._requires_grad
                                                                   for o in others)):
         if self._base is None or not self._base._requires_grad:
-            self._check_inplace()
+            self._check_inplace(others)
             fast(self._data)
             self._bump_version()
             return

@@ -22,7 +22,7 @@ from ..grad_mode import state as _mode
 from ..node import grad_fn_of, rebase
 from ..tensor import Tensor, wrap
 from ..views import check_inplace_on_view, replay
-from ._util import check_broadcast, scalar_type_name
+from ._util import check_broadcast, check_cast, scalar_type_name
 
 __all__ = ["apply_inplace"]
 
@@ -38,7 +38,7 @@ def _needs_graph(self: Tensor, others: tuple) -> bool:
 def apply_inplace(self: Tensor, fast: Any, graph: Any, others: tuple = ()) -> Tensor:
     """Run an in-place op: ``fast(array)`` writes into the array when no graph is needed;
     ``graph(tensor) -> Tensor`` computes the result out of place otherwise."""
-    self._check_inplace()
+    self._check_inplace(others)
     if not _needs_graph(self, others):
         try:
             fast(self._data)
@@ -77,10 +77,7 @@ def _compute(self: Tensor, old: Tensor, graph: Any) -> Tensor:
         if any(s is old or (type(s) is _saved.SavedTensor and s.tensor is old)
                for s in node._saved):
             old._data = old._data.copy()  # the node needs the old value: keep it
-    if result._data.dtype != self._data.dtype and not np.can_cast(
-            result._data.dtype, self._data.dtype, "same_kind"):
-        raise RuntimeError(f"result type {result.dtype.name.title()} can't be cast to the "
-                           f"desired output type {self.dtype.name.title()}")
+    check_cast(result._data.dtype, self._data.dtype)
     np.copyto(self._data, result._data, casting="unsafe")
     self._bump_version()
     return result

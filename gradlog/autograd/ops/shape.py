@@ -175,11 +175,16 @@ class Transpose(Op):
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    return transpose_with(Transpose, Reshape, input, dim0, dim1)
+
+
+def transpose_with(op: type, same: type, input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """``transpose`` recorded as ``op`` (``same`` when it changes nothing)."""
     n = input._data.ndim
     d0, d1 = _wrap_dim(dim0, n), _wrap_dim(dim1, n)
     if n < 2 and d0 == d1:
-        return Reshape.apply(input, input._data.shape)
-    return Transpose.apply(input, d0, d1)
+        return same.apply(input, input._data.shape)
+    return op.apply(input, d0, d1)
 
 
 swapaxes = transpose
@@ -191,12 +196,17 @@ class T(Transpose):
 
 def t(input: Tensor) -> Tensor:
     """Transpose of a matrix (1-D and 0-D tensors are returned as they are)."""
+    return t_with(T, TVector, "t()", input)
+
+
+def t_with(op: type, vector: type, name: str, input: Tensor) -> Tensor:
+    """``t`` recorded as ``op`` (``vector`` for 0-D and 1-D tensors)."""
     n = input._data.ndim
     if n > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+        raise RuntimeError(f"{name} expects a tensor with <= 2 dimensions, but self is {n}D")
     if n < 2:
-        return TVector.apply(input, input._data.shape)
-    return T.apply(input, 0, 1)
+        return vector.apply(input, input._data.shape)
+    return op.apply(input, 0, 1)
 
 
 def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
@@ -222,24 +232,31 @@ def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
     return permute(input, tuple(o if o is not None else next(rest) for o in order))
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    n = input._data.ndim + 1
+def unsqueeze_shape(shape: tuple, dim: int) -> tuple:
+    """``shape`` with a 1 inserted at ``dim``."""
+    n = len(shape) + 1
     if not -n <= dim < n:
         raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
                          f"but got {dim})")
     d = dim % n
-    shape = input._data.shape
-    return Unsqueeze.apply(input, shape[:d] + (1,) + shape[d:])
+    return shape[:d] + (1,) + shape[d:]
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    return Unsqueeze.apply(input, unsqueeze_shape(input._data.shape, dim))
+
+
+def squeeze_shape(shape: tuple, dim: Any) -> tuple:
+    """Which squeeze (all, one dim, several dims) and the shape it leaves."""
+    if dim is None:
+        return Squeeze, tuple(s for s in shape if s != 1)
+    op = SqueezeDim if isinstance(dim, (int, np.integer)) else SqueezeDims
+    dims = set(normalize_dims(dim, len(shape)))
+    return op, tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
 
 
 def squeeze(input: Tensor, dim: Any = None) -> Tensor:
-    shape = input._data.shape
-    if dim is None:
-        op, new = Squeeze, tuple(s for s in shape if s != 1)
-    else:
-        op = SqueezeDim if isinstance(dim, (int, np.integer)) else SqueezeDims
-        dims = set(normalize_dims(dim, len(shape)))
-        new = tuple(s for i, s in enumerate(shape) if not (i in dims and s == 1))
+    op, new = squeeze_shape(input._data.shape, dim)
     return op.apply(input, new)
 
 

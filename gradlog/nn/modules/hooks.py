@@ -62,9 +62,14 @@ class WrappedHook:
             raise RuntimeError("You are trying to call the hook of a dead Module!")
         return self.hook(module, *args, **kwargs)
 
-    def rebound(self, module: Any) -> WrappedHook:
-        """The same hook for another module (a deep copy's)."""
-        return WrappedHook(self.hook, module if self.module is not None else None)
+    def __deepcopy__(self, memo: dict) -> WrappedHook:
+        import copy
+        module = None if self.module is None else self.module()
+        return WrappedHook(copy.deepcopy(self.hook, memo),
+                           None if module is None else copy.deepcopy(module, memo))
+
+    def __reduce__(self) -> tuple:
+        return (WrappedHook, (self.hook, None if self.module is None else self.module()))
 
 
 global_forward_pre_hooks = HookRegistry()

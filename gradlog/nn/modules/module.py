@@ -17,7 +17,6 @@ from ...utils.hooks import HookRegistry
 from ..parameter import Buffer, Parameter
 from . import hooks as _hooks
 from .hooks import (
-    WrappedHook,
     register_module_backward_hook,
     register_module_buffer_registration_hook,
     register_module_forward_hook,
@@ -403,19 +402,14 @@ class Module(ModuleHooks, StateDict):
                 main += "\n  " + "\n  ".join(lines) + "\n"
         return main + ")"
 
-    def __getstate__(self) -> Any:
-        raise TypeError("gradlog modules are not pickled; save model.state_dict() with "
-                        "gl.save(obj, path)")
-
-    def __deepcopy__(self, memo: dict) -> Module:
-        import copy
-        new = type(self).__new__(type(self))
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            if isinstance(value, HookRegistry):  # hooks are copied explicitly, not shared
-                value = HookRegistry((k, h.rebound(new) if isinstance(h, WrappedHook) else h)
-                                     for k, h in value.items())
-            else:
-                value = copy.deepcopy(value, memo)
-            object.__setattr__(new, key, value)
-        return new
+    # -- copies ------------------------------------------------------------------------
+    # NOTE: as in PyTorch, ``pickle`` and ``copy.deepcopy`` copy the whole ``__dict__``, hook
+    # registries included: a hook that is a module-level function survives, a lambda makes
+    # pickle raise its own error, and a run's hook (``RunHook``) turns inert in the copy.
+    # Checkpoints never go this way: ``gl.save`` writes arrays, not pickles.
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        for name in _REGISTRIES:  # a pickle from a version without some registry
+            if name not in self.__dict__:
+                object.__setattr__(self, name, HookRegistry())
+        self.__dict__.setdefault("_is_full_backward_hook", None)
