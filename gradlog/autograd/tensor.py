@@ -451,7 +451,7 @@ class Tensor:
 
 _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_grad",
                              "_grad_acc", "_base", "_view_chain", "_view_version",
-                             "_made_in_inference", "_output_nr"})
+                             "_made_in_inference", "_output_nr", "_inference"})
 
 
 def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> Tensor:
