@@ -22,6 +22,47 @@ def pickled_or_copied_inference_tensors_are_normal(L, log):
     log += [pickle.loads(pickle.dumps(n)).is_inference(), copy.deepcopy(n).is_inference()]
 
 
-@pytest.mark.parametrize("program", [pickled_or_copied_inference_tensors_are_normal])
+def hooks_and_retain_grad_across_an_inplace_view_op(L, log):
+    x = L.arange(6.0).reshape(2, 3).requires_grad_()
+    y = x * 1
+    y.register_hook(lambda g: log.append(("old", g)))
+    y.t_()
+    y.register_hook(lambda g: log.append(("new", g)))
+    (y * 2).sum().backward()
+    z = x * 1
+    z.t_()
+    z.register_hook(lambda g: log.append(("fresh", g)))
+    (z * L.arange(6.0).reshape(3, 2)).sum().backward()
+    log.append(x.grad)
+
+
+def inplace_view_op_errors(L, log):
+    x = L.ones(2, 3, requires_grad=True)
+    log.append(raised(lambda: x.t_()))
+    with L.no_grad():
+        log += [tuple(x.t_().shape), x.grad_fn, x._version]
+    log.append(raised(lambda: L.ones(2, 2, 2).t_()))
+    log.append(raised(lambda: L.ones(2, 2).transpose_(0, 2)))
+    log.append(raised(lambda: L.ones(2, 2).unsqueeze_(3)))
+    log.append(raised(lambda: L.ones(2, 2).as_strided_((5,), (1,))))
+    log.append(raised(lambda: L.ones(4).as_strided((2,), (1, 2))))
+    log.append(raised(lambda: L.ones(4).as_strided((2,), (-1,))))
+    y = x * 1
+    z = y * y
+    y.t_()
+    log.append(raised(lambda: z.sum().backward(), n=110))
+    z = (x * 1).exp()
+    z.unsqueeze_(0)
+    log.append(raised(lambda: z.sum().backward(), n=110))
+    a = (x * 1).unbind()[0]
+    log.append(raised(lambda: a.unsqueeze_(0)))
+    with L.no_grad():
+        log.append(tuple(a.unsqueeze_(0).shape))
+
+
+@pytest.mark.parametrize("program", [
+    pickled_or_copied_inference_tensors_are_normal, hooks_and_retain_grad_across_an_inplace_view_op,
+    inplace_view_op_errors,
+])
 def test_same_as_pytorch(program):
     assert_same(program)
