@@ -60,9 +60,55 @@ def inplace_view_op_errors(L, log):
         log.append(tuple(a.unsqueeze_(0).shape))
 
 
+def inplace_on_a_view_of_a_leaf_made_from_a_view(L, log):
+    for op in ("t_", "mul_", "unsqueeze_"):
+        x = L.arange(6.0).reshape(2, 3).requires_grad_()
+        args = {"t_": (), "mul_": (2,), "unsqueeze_": (0,)}[op]
+        log.append(raised(lambda x=x, op=op, args=args: getattr(x[:1], op)(*args)))
+        with L.no_grad():
+            log.append(getattr(x[1:], op)(*args))
+        log.append(x)
+    for shape_change in (False, True):
+        a = L.arange(6.0)
+        x = a.reshape(2, 3).requires_grad_()
+        if shape_change:
+            with L.no_grad():
+                x.t_()
+        a.mul_(2)  # x, a leaf of its own, keeps requires_grad and sees the new values
+        y = x * 1
+        log += [x.requires_grad, x.is_leaf, x.grad_fn, y]
+        y.sum().backward()
+        log.append(x.grad)
+
+
+def views_made_under_no_grad_of_tensors_that_require_grad(L, log):
+    x = t(L, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    y = x * 1
+    with L.no_grad():
+        u, v, w = y[:1], x[:1], (y * 1)[:1]
+    log += [(u.requires_grad, u._is_view(), u.grad_fn, u.is_leaf),
+            (v.requires_grad, v._is_view(), v.grad_fn, v.is_leaf), w.requires_grad]
+    for view in (u, v):
+        log.append(raised(lambda view=view: view.mul_(2)))
+        log.append(raised(lambda view=view: view.t_()))
+    with L.no_grad():
+        log.append(u.mul_(2))
+    log.append(raised(lambda: u * 3))  # changed in place, even under no_grad: refused
+    with L.no_grad():
+        u = y[:1]
+    (u * 3).sum().backward()  # u is a leaf of its own: nothing reaches x
+    log += [u.grad, x.grad]
+    with L.no_grad():
+        u = y[:1]
+    y.mul_(2)
+    log.append(raised(lambda: u.grad_fn))
+    log.append(raised(lambda: u * 2))
+
+
 @pytest.mark.parametrize("program", [
     pickled_or_copied_inference_tensors_are_normal, hooks_and_retain_grad_across_an_inplace_view_op,
-    inplace_view_op_errors,
+    inplace_view_op_errors, inplace_on_a_view_of_a_leaf_made_from_a_view,
+    views_made_under_no_grad_of_tensors_that_require_grad,
 ])
 def test_same_as_pytorch(program):
     assert_same(program)
