@@ -75,6 +75,8 @@ class Tensor:
     _base: Tensor | None = None     # views (see views.py): the root base,
     _view_chain: tuple = ()         # how to recreate the view from it,
     _view_version = 0               # the shared version when the grad_fn was set,
+    _layout = 0                     # a root base: how often it changed shape in place (t_),
+    _base_layout = 0                # a view: its root's _layout when the view was made
     _made_in = ""                   # a view made in "inference" or "no_grad" mode of a
                                     # tensor that requires grad (it does too, without grad_fn)
     _inference = False
@@ -448,7 +450,8 @@ class Tensor:
 
 _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_grad",
                              "_grad_acc", "_base", "_view_chain", "_view_version",
-                             "_made_in", "_output_nr", "_inference"})
+                             "_made_in", "_output_nr", "_inference", "_layout",
+                             "_base_layout"})
 
 
 def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> Tensor:

@@ -49,6 +49,8 @@ def share_view(out: Tensor, cls: type, args: tuple, in_inference: int, nr: int =
     else:
         out._base = src
         out._view_chain = step
+    if out._base._layout:
+        out._base_layout = out._base._layout
     if in_inference:  # a view of a normal tensor stays normal; it keeps requires_grad
         out._requires_grad = src._requires_grad
         out._made_in = "inference"
@@ -87,7 +89,11 @@ def refresh_view(t: Tensor) -> None:
     previous = _mode()
     _set_mode(GRAD)  # the regenerated node is recorded whatever the caller's grad mode
     try:
-        fresh = replay(base, t._view_chain)
+        if t._base_layout == base._layout:
+            fresh = replay(base, t._view_chain)
+        else:  # the base changed shape in place since (t_, ...): the chain no longer applies
+            from .ops.inplace_view import from_storage
+            fresh = from_storage(base, t._data)
     finally:
         _set_mode(previous)
     old_node, old_nr = t._grad_fn, t._output_nr

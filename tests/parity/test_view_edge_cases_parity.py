@@ -105,10 +105,25 @@ def views_made_under_no_grad_of_tensors_that_require_grad(L, log):
     log.append(raised(lambda: u * 2))
 
 
+def views_taken_before_a_shape_change_in_place(L, log):
+    a = L.arange(6.0).reshape(2, 3).requires_grad_()
+    y = a * 2
+    w = y.view(6)
+    y.t_()
+    log += [w.grad_fn.name(), y.grad_fn.name(), w]
+    (w * L.arange(6.0)).sum().backward()
+    log.append(a.grad)
+    b = L.ones(2, 3)
+    row = b[0]
+    b.t_()
+    log += [b._version, row._version, tuple(b.shape), tuple(row.shape)]
+
+
 @pytest.mark.parametrize("program", [
     pickled_or_copied_inference_tensors_are_normal, hooks_and_retain_grad_across_an_inplace_view_op,
     inplace_view_op_errors, inplace_on_a_view_of_a_leaf_made_from_a_view,
     views_made_under_no_grad_of_tensors_that_require_grad,
+    views_taken_before_a_shape_change_in_place,
 ])
 def test_same_as_pytorch(program):
     assert_same(program)

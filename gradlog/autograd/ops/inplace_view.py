@@ -149,7 +149,17 @@ def _become(self: Tensor, new: Tensor) -> Tensor:
     if self._base is not None and new._base is self._base:
         self._view_chain = new._view_chain
         self._view_version = vc.value
+    elif self._base is None and not self._inference:
+        self._layout += 1  # the views taken of it before are regenerated from its storage
     return self
+
+
+def from_storage(base: Tensor, view: np.ndarray) -> Tensor:
+    """The view of ``base``'s storage that ``view`` is, as ``as_strided`` (how a view is
+    regenerated after its base changed shape in place, as in PyTorch)."""
+    _root, offset = _storage(view)
+    item = view.itemsize
+    return AsStrided.apply(base, view.shape, tuple(s // item for s in view.strides), offset)
 
 
 def _view_inplace(make: Any) -> Any:
