@@ -239,6 +239,8 @@ def next_entry(t: Tensor) -> Any:
     """The ``_next`` entry of an input that requires grad (see the module docstring)."""
     fn = t._grad_fn if t._base is None else grad_fn_of(t)
     if fn is None:
+        if t._made_in:  # a view made in no_grad or inference mode: no edge, as in PyTorch
+            return None
         return t._grad_acc or accumulator(t)
     nr = t._output_nr
     return fn if nr == 0 else (fn, nr)

@@ -75,7 +75,10 @@ class Tensor:
     _base: Tensor | None = None     # views (see views.py): the root base,
     _view_chain: tuple = ()         # how to recreate the view from it,
     _view_version = 0               # the shared version when the grad_fn was set,
-    _made_in_inference = False      # made in inference mode of a normal tensor
+    _layout = 0                     # a root base: how often it changed shape in place (t_),
+    _base_layout = 0                # a view: its root's _layout when the view was made
+    _made_in = ""                   # a view made in "inference" or "no_grad" mode of a
+                                    # tensor that requires grad (it does too, without grad_fn)
     _inference = False
 
     __array_priority__ = 1000  # numpy defers `ndarray op Tensor` to Tensor's reflected ops
@@ -423,15 +426,11 @@ class Tensor:
                 "Inplace update to inference tensor outside InferenceMode is not allowed.You "
                 "can make a clone to get a normal tensor before doing inplace update.See "
                 "https://github.com/pytorch/rfcs/pull/17 for more details.")
-        if self._made_in_inference and _mode.grad_enabled and (
+        if self._made_in and _mode.grad_enabled and (
                 self._requires_grad or any(isinstance(o, Tensor) and o._requires_grad
                                            for o in others)):
-            raise RuntimeError(
-                "A view was created in inference mode and is being modified inplace in normal "
-                "mode. Given that this use case is ambiguous and error-prone, it is forbidden. "
-                "You can clarify your code by moving both the view and the inplace either both "
-                "inside the inference_mode block (if you don't want the inplace to be tracked) "
-                "or both outside (if you want the inplace to be tracked).")
+            from .views import made_in_mode_error
+            raise made_in_mode_error(self._made_in, base_changed=False)
         if self._requires_grad and self._grad_fn is None and _mode.grad_enabled:
             which = "a leaf Variable" if self._base is None else "a view of a leaf Variable"
             raise RuntimeError(f"{which} that requires grad is being used in an in-place "
@@ -451,7 +450,8 @@ class Tensor:
 
 _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_grad",
                              "_grad_acc", "_base", "_view_chain", "_view_version",
-                             "_made_in_inference", "_output_nr"})
+                             "_made_in", "_output_nr", "_inference", "_layout",
+                             "_base_layout"})
 
 
 def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> Tensor:

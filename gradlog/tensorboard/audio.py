@@ -36,8 +36,9 @@ def audio_summary(tag: str, snd_tensor, sample_rate: int = 44100) -> Summary:
     if clip.ndim != 1 or clip.size == 0:
         raise ValueError(f"add_audio: expected one non-empty channel, shape (L,) or (1, L), "
                          f"got shape {tuple(array.shape)}")
-    if sample_rate <= 0:
-        raise ValueError(f"add_audio: sample_rate must be positive, got {sample_rate}")
+    if not round(sample_rate) >= 1:  # the WAV header holds it rounded to an integer
+        raise ValueError(f"add_audio: sample_rate must be at least 1 once rounded, got "
+                         f"{sample_rate}")
     if clip.dtype not in (np.float32, np.float64):  # float16 would overflow at 1.0 * 32767
         clip = clip.astype(np.float32)
     clip = np.nan_to_num(clip, nan=0.0, posinf=1.0, neginf=-1.0)

@@ -75,3 +75,21 @@ def test_as_strided_reads_memory_in_storage_order():
     np.testing.assert_array_equal(out.numpy(), [0.0, 1.0, 2.0])
     with pytest.raises(RuntimeError, match="out of bounds for storage of size 48"):
         gl.from_numpy(fortran).as_strided((4,), (2,))
+
+
+def test_a_view_taken_before_its_base_changed_shape_in_place_gets_storage_gradients():
+    x = gl.arange(6.0).reshape(2, 3).requires_grad_()
+    y = x * 2
+    w = y.view(6)
+    y.t_()
+    (w * gl.arange(6.0)).sum().backward()  # w still reads y's memory in its original order
+    assert w.grad_fn.name() == "AsStridedBackward0"
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.arange(6.0).reshape(2, 3))
+    check_grad(_view_then_transpose_base, (2, 3))
+
+
+def _view_then_transpose_base(a):
+    y = a * 1
+    w = y.view(6)
+    y.t_()
+    return w * w

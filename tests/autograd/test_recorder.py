@@ -58,8 +58,9 @@ def test_built_in_and_custom_ops_follow_one_rule_in_every_grad_mode(mode, op):
     inference = mode.endswith("inference_mode")
     recorded = mode == "normal"  # grad mode on and not in inference mode: nothing else records
     assert (y.grad_fn is not None) == recorded
-    # a view of a normal tensor made in inference mode is a normal tensor with its requires_grad
-    assert y.requires_grad == (recorded or (inference and op == "view"))
+    # a view of a normal tensor made in no_grad or inference mode is a normal tensor with its
+    # requires_grad (and no grad_fn), as in PyTorch
+    assert y.requires_grad == (recorded or op == "view")
     assert y.is_inference() == (inference and op != "view")
     assert grad_enabled == (mode in ("normal", "enable_grad_inside_inference_mode"))
     if recorded:  # the edge leads to x's sink

@@ -52,6 +52,15 @@ def test_audio_is_pytorchs_wav_byte_for_byte(dtype):
     assert np.array_equal(samples, (clip[0] * 32767).astype(np.int16))
 
 
+def test_audio_refuses_a_sample_rate_that_rounds_below_one():
+    clip = np.zeros(5, np.float32)  # (wave's own error was "sampling rate not specified")
+    with pytest.raises(ValueError, match="sample_rate must be at least 1 once rounded, got 0.3"):
+        audio.audio_summary("a", clip, sample_rate=0.3)
+    wav = audio.audio_summary("a", clip, sample_rate=0.7).value[0].audio.encoded_audio_string
+    with wave.open(io.BytesIO(wav)) as opened:  # rounded to 1 in the header, as PyTorch
+        assert opened.getframerate() == 1
+
+
 def test_audio_clips_loud_samples_and_rejects_several_channels():
     with pytest.warns(UserWarning, match="clipped"):
         loud = audio.audio_summary("a", np.array([2.0, -3.0, 0.5, np.nan]), 100)

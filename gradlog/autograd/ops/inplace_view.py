@@ -15,8 +15,10 @@ from typing import Any
 import numpy as np
 
 from ..function import Op
+from ..grad_mode import state as _mode
 from ..node import rebase
 from ..tensor import Tensor
+from ..views import check_inplace_on_view
 from . import shape
 
 __all__ = ["as_strided"]
@@ -140,16 +142,31 @@ def _become(self: Tensor, new: Tensor) -> Tensor:
         self._vc = vc
         vc.value += 1
     if new._grad_fn is not None:
+        hooks = self.__dict__.get("_hooks")
         rebase(self, new._grad_fn, new._output_nr, move_retain=False)
+        if hooks is not None:  # PyTorch keeps the tensor's hook dict, bound to the old node:
+            self._hooks = hooks  # hooks registered later join it there
     if self._base is not None and new._base is self._base:
         self._view_chain = new._view_chain
         self._view_version = vc.value
+    elif self._base is None and not self._inference:
+        self._layout += 1  # the views taken of it before are regenerated from its storage
     return self
+
+
+def from_storage(base: Tensor, view: np.ndarray) -> Tensor:
+    """The view of ``base``'s storage that ``view`` is, as ``as_strided`` (how a view is
+    regenerated after its base changed shape in place, as in PyTorch)."""
+    _root, offset = _storage(view)
+    item = view.itemsize
+    return AsStrided.apply(base, view.shape, tuple(s // item for s in view.strides), offset)
 
 
 def _view_inplace(make: Any) -> Any:
     def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
         self._check_inplace()
+        if self._base is not None and _mode.grad_enabled:
+            check_inplace_on_view(self)  # an output of unbind, split, ...
         return _become(self, make(self, *args, **kwargs))
     return method
 
