@@ -1,0 +1,52 @@
+"""What ``gradlog train`` refuses before it writes anything, each in one line with exit status 2:
+loaders without a batch, a FILE.py that calls ``sys.exit()``, an empty ``--logdir`` or
+``--resume``, a filesystem that vanishes with the process (``memory://``), and a URL scheme no
+installed fsspec backend knows (also for ``inspect`` and ``sync``)."""
+
+from __future__ import annotations
+
+import pytest
+from test_cli_train_errors import assert_user_error
+
+from gradlog.cli import main
+
+EMPTY_LOADER = """
+import gradlog as gl
+from gradlog.data import DataLoader, TensorDataset
+from gradlog.examples.shapes import Options, build as shapes_build
+
+
+def build(config):
+    built = shapes_build(config)
+    built["{key}"] = DataLoader(TensorDataset(gl.zeros(0, 1, 32, 32), gl.zeros(0)),
+                                batch_size=8)
+    return built
+"""
+
+
+@pytest.mark.parametrize("key", ["train_loader", "val_loader"])
+def test_a_loader_without_a_batch_is_refused_before_training(runner, tiny_train, tmp_path, key):
+    path = tmp_path / "empty.py"
+    path.write_text(EMPTY_LOADER.format(key=key))
+    result = runner.invoke(main, [*tiny_train(), str(path)])
+    assert_user_error(result, f"error: build(config) in {path}: {key} holds no batches (its "
+                              "data is empty, or smaller than one batch with drop_last)")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("where, says", [
+    ("import sys\nsys.exit(7)\n", "{path} failed to import: SystemExit: 7"),
+    ("import sys\n\nfrom gradlog.examples.shapes import Options\n\n\ndef build(config):\n"
+     "    sys.exit('no data today')\n",
+     "build(config) in {path} failed: SystemExit: no data today"),
+])
+def test_a_file_that_calls_sys_exit_is_one_line_and_its_traceback(runner, tiny_train, tmp_path,
+                                                                  where, says):
+    path = tmp_path / "leaves.py"
+    path.write_text(where)
+    result = runner.invoke(main, [*tiny_train(), str(path)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    assert lines[0] == "error: " + says.format(path=path)
+    assert lines[1] == "Traceback (most recent call last):" and lines[-1].startswith("SystemExit")
+    assert not (tmp_path / "run").exists()
