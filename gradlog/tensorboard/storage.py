@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 
 __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesystem",
+           "UnknownProtocol", "process_local",
            "appendable", "UploadError", "with_retries", "RETRY_DELAYS", "spool_dir",
            "upload_spool", "AppendableFile", "Segments", "SEGMENT_BYTES", "read_bytes",
            "publish_bytes", "exists", "isdir", "names", "remove", "download_event_files"]
@@ -43,6 +44,7 @@ __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesys
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _LOCAL_PROTOCOLS = ("file", "local")
 APPENDABLE_PROTOCOLS = ("memory",)
+PROCESS_LOCAL_PROTOCOLS = ("memory",)
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)  # seconds between the 5 tries of one upload
 SEGMENT_BYTES = 8 << 20  # a segment is closed once it holds this much
 _unpack_length = struct.Struct("<Q").unpack_from
@@ -113,7 +115,37 @@ def filesystem(url: str):
     except ImportError as error:  # fsspec names the missing backend (s3fs, gcsfs, ...)
         raise ImportError(f"{url}: {error} (pip install 'gradlog[remote]')") from None
     except ValueError as error:  # "Protocol not known"
-        raise ValueError(f"{url}: {error}") from None
+        if "Protocol not known" not in str(error):
+            raise ValueError(f"{url}: {error}") from None
+        raise UnknownProtocol(f"unknown URL scheme '{_protocol(url)}://'; the "
+                              f"installed fsspec protocols are: {', '.join(_installed())}"
+                              ) from None
+
+
+class UnknownProtocol(ImportError):
+    """A URL whose scheme no installed fsspec backend (nor fsspec's list of known ones)
+    handles: as for a backend that is not installed, there is nothing to reach it with."""
+
+
+def _installed() -> list[str]:
+    """The protocols whose fsspec implementation imports here (its backend is installed)."""
+    import importlib
+
+    from fsspec.registry import known_implementations, registry
+    found = set(registry)
+    for protocol, spec in known_implementations.items():
+        try:
+            importlib.import_module(spec["class"].rsplit(".", 1)[0])
+        except Exception:  # noqa: BLE001, S112 - a missing or broken backend: not installed
+            continue
+        found.add(protocol)
+    return sorted(found)
+
+
+def process_local(location: str) -> bool:
+    """Whether ``location`` is held by this process alone (``memory://``): gone when it
+    exits."""
+    return _protocol(os.fspath(location)) in PROCESS_LOCAL_PROTOCOLS
 
 
 def appendable(url: str) -> bool:

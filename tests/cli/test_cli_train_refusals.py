@@ -50,3 +50,45 @@ def test_a_file_that_calls_sys_exit_is_one_line_and_its_traceback(runner, tiny_t
     assert lines[0] == "error: " + says.format(path=path)
     assert lines[1] == "Traceback (most recent call last):" and lines[-1].startswith("SystemExit")
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("flag, says", [
+    ("--logdir", "error: --logdir is empty: give a directory or a URL (leave --logdir out for "
+                 "the default runs/<time>_<host>)"),
+    ("--resume", "error: --resume is empty: give a directory or a URL"),
+])
+def test_an_empty_run_directory_is_refused(runner, tmp_path, monkeypatch, flag, says):
+    monkeypatch.chdir(tmp_path)  # where the default runs/ would be made
+    result = runner.invoke(main, ["train", "--no-default-plugins", flag, ""])
+    assert_user_error(result, says)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("flag", ["--logdir", "--resume"])
+def test_a_filesystem_that_vanishes_with_the_process_is_refused(runner, tiny_train, flag):
+    result = runner.invoke(main, ["train", "--no-default-plugins", flag, "memory://x/run1"])
+    assert_user_error(result, f"error: {flag} memory://x/run1: a memory:// filesystem lives in "
+                              "this process only, and what gradlog train writes there is gone "
+                              "when it exits")
+    assert "tensorboard --logdir" not in result.stdout
+
+
+@pytest.mark.parametrize("args, first", [
+    (["train", "--no-default-plugins", "--logdir", "nosuchproto://b/x"],
+     "error: cannot use the run directory nosuchproto://b/x: "),
+    (["train", "--resume", "nosuchproto://b/x"], "error: cannot resume nosuchproto://b/x: "),
+    (["inspect", "nosuchproto://b/x"], "error: cannot read nosuchproto://b/x: "),
+    (["sync", "{spool}", "nosuchproto://b/x"], "error: "),
+])
+def test_an_unknown_url_scheme_names_it_and_the_installed_protocols(runner, tmp_path, args,
+                                                                    first):
+    pytest.importorskip("fsspec")
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (spool / "events.out.tfevents.1.host.1.0").write_bytes(b"")
+    result = runner.invoke(main, [a.format(spool=spool) for a in args])
+    assert_user_error(result, first + "unknown URL scheme 'nosuchproto://'; the installed "
+                                      "fsspec protocols are: ")
+    listed = result.stderr.split("are: ", 1)[1].strip().split(", ")
+    assert {"file", "memory"} <= set(listed) and listed == sorted(listed)
+    assert list(spool.iterdir())  # sync touched nothing

@@ -69,7 +69,8 @@ def test_a_missing_backend_says_what_to_install_and_an_unknown_protocol_is_named
     except ImportError:
         with pytest.raises(ImportError, match=r"az://c/run: .*adlfs.*gradlog\[remote\]"):
             storage.filesystem("az://c/run")
-    with pytest.raises(ValueError, match="nosuchprotocol://b/run: Protocol not known"):
+    with pytest.raises(storage.UnknownProtocol, match="unknown URL scheme 'nosuchprotocol://'; "
+                                                     "the installed fsspec protocols are: "):
         storage.filesystem("nosuchprotocol://b/run")
 
 
