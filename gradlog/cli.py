@@ -289,13 +289,14 @@ def sync_cmd(spool: str, url: str) -> None:
     uploads keep failing stops with one line naming URL and its SPOOL, where the events it
     could not upload wait; a SIGKILL leaves the segment being written there too. Each file
     is uploaded whole, oldest first, and removed from SPOOL once uploaded (run it once the
-    run has stopped; gradlog train --resume URL does the same by itself). Exit status 1 if
-    an upload fails.
+    run has stopped; gradlog train --resume URL does the same by itself). SPOOL must be the
+    spool of URL (.../gradlog/spool/<protocol>/<URL's path>, holding only event files):
+    anything else is refused before it is touched. Exit status 1 if an upload fails.
     """
     from .tensorboard import storage
     try:
         uploaded = storage.upload_spool(spool, url)
-    except ImportError as exc:
+    except (ImportError, storage.NotASpool) as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
         click.echo(f"error: cannot upload {spool} to {exc.filename or url}: "

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 
 __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesystem",
-           "UnknownProtocol", "process_local",
+           "UnknownProtocol", "process_local", "NotASpool", "check_spool",
            "appendable", "UploadError", "with_retries", "RETRY_DELAYS", "spool_dir",
            "upload_spool", "AppendableFile", "Segments", "SEGMENT_BYTES", "read_bytes",
            "publish_bytes", "exists", "isdir", "names", "remove", "download_event_files"]
@@ -265,17 +265,45 @@ def spool_dir(url: str) -> str:
     """Where segments for ``url`` wait to be uploaded: ``$XDG_CACHE_HOME`` (default
     ``~/.cache``) ``/gradlog/spool/<protocol>/<the URL's path>``."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, *_spool_parts(url))
+
+
+def _spool_parts(url: str) -> list[str]:
     protocol = _protocol(url) or "file"
     parts = [p for p in url[len(protocol) + 3:].split("/") if p not in ("", ".", "..")]
-    return os.path.join(cache, "gradlog", "spool", protocol, *parts)
+    return ["gradlog", "spool", protocol, *parts]
+
+
+class NotASpool(ValueError):
+    """``gradlog sync`` was given a directory that is not the spool of its URL."""
+
+
+def check_spool(spool: str, url: str) -> None:
+    """Raise :class:`NotASpool` unless ``spool`` is where the segments of ``url`` wait (its
+    path ends with ``gradlog/spool/<protocol>/<the URL's path>``, under any cache directory)
+    and holds nothing but event files: uploading a spool removes it, so anything else, a run
+    directory above all, is refused before it is touched."""
+    tail = _spool_parts(url)
+    if os.path.realpath(spool).split(os.sep)[-len(tail):] != tail:
+        raise NotASpool(f"{spool} is not the spool of {url} (that is {spool_dir(url)}, or "
+                        f"another cache directory's {os.path.join(*tail)}): gradlog sync "
+                        "removes what it uploads, so it takes only a spool; nothing was touched")
+    for root, _dirs, files in os.walk(spool):
+        strays = sorted(name for name in files if "tfevents" not in name)
+        if strays:
+            raise NotASpool(f"{spool} is not a spool: it holds "
+                            f"{os.path.join(root, strays[0])}, which is not an event file; "
+                            "nothing was touched")
 
 
 def upload_spool(spool: str, url: str) -> list[str]:
     """Upload every file below ``spool`` to the same place below ``url`` (event files in name
     order, so a live TensorBoard reads them in order), each whole, and remove it from the
     spool once uploaded. Returns the URLs uploaded; an upload that fails raises
-    :class:`UploadError` and leaves it (and the rest) in the spool."""
+    :class:`UploadError` and leaves it (and the rest) in the spool. A directory that is not
+    the spool of ``url`` raises :class:`NotASpool` (:func:`check_spool`) first."""
     fs, _ = filesystem(url)
+    check_spool(spool, url)
     pending = []
     for root, dirs, files in os.walk(spool):
         dirs.sort()
