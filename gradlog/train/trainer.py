@@ -207,6 +207,7 @@ class Trainer:
             try:
                 if self.point is not None and self.writes:
                     self._upload_spool()
+                    self._before = set(runs.names(self.run_dir))  # the uploads are the run's
                 runs.makedirs(self.run_dir)
                 if self.writes and (self.point is None or self.point.config != self.config or
                                     not runs.has_file(self.run_dir, runs.RUN_TOML)):
@@ -415,9 +416,9 @@ class Trainer:
             pass
 
     def _remove_new_files(self) -> None:
-        """A new run that failed before its first step leaves nothing behind, so the same
-        --logdir can be used again once the mistake is fixed."""
-        if self.point is not None or not self.writes or not runs.isdir(self.run_dir):
+        """A run that failed before its first step leaves nothing behind (a resumed one: no
+        new event file), so the same command can be given again once the mistake is fixed."""
+        if not self.writes or not runs.isdir(self.run_dir):
             return
         for name in set(runs.names(self.run_dir)) - self._before:
             path = storage.join(self.run_dir, name)

@@ -92,3 +92,16 @@ def test_an_unknown_url_scheme_names_it_and_the_installed_protocols(runner, tmp_
     listed = result.stderr.split("are: ", 1)[1].strip().split(", ")
     assert {"file", "memory"} <= set(listed) and listed == sorted(listed)
     assert list(spool.iterdir())  # sync touched nothing
+
+
+def test_a_refused_resume_leaves_the_run_directory_as_it_was(runner, tiny_train, tmp_path):
+    """An event file cut below what the checkpoint recorded: the resume is refused, and the
+    session writes no event file of its own into the run it refused."""
+    assert runner.invoke(main, tiny_train()).exit_code == 0
+    run_dir = tmp_path / "run"
+    (events,) = run_dir.glob("*tfevents*")
+    events.write_bytes(events.read_bytes()[:200])
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    result = runner.invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2", "-q"])
+    assert_user_error(result, f"error: cannot resume {run_dir}: {events}: 200 bytes, but")
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before
