@@ -36,7 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 
 __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesystem",
-           "UnknownProtocol", "process_local", "NotASpool", "check_spool",
+           "UnknownProtocol", "process_local", "NotASpool", "check_spool", "unsent",
+           "spool_holds_files",
            "appendable", "UploadError", "with_retries", "RETRY_DELAYS", "spool_dir",
            "upload_spool", "AppendableFile", "Segments", "SEGMENT_BYTES", "read_bytes",
            "publish_bytes", "exists", "isdir", "names", "remove", "download_event_files"]
@@ -493,8 +494,17 @@ class Segments:
 
 def _spooled(error: OSError, url: str, spool: str) -> UploadError:
     reason = error.strerror or str(error)
-    return UploadError(error.errno or 0, f"{reason}; the unsent events are kept in {spool} "
-                       f"(upload them with: gradlog sync {spool} {url})", url)
+    return UploadError(error.errno or 0, f"{reason}; {unsent(spool, url)}", url)
+
+
+def unsent(spool: str, url: str) -> str:
+    """What to say of events waiting in ``spool``: where they are, how to upload them."""
+    return f"the unsent events are kept in {spool} (upload them with: gradlog sync {spool} {url})"
+
+
+def spool_holds_files(url: str) -> bool:
+    """Whether the spool of ``url`` holds anything (events a failed upload left)."""
+    return any(files for _root, _dirs, files in os.walk(spool_dir(url)))
 
 
 def _write_all(fd: int, data: bytes, path: str) -> None:

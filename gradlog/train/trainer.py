@@ -309,8 +309,11 @@ class Trainer:
             kept = self._try_checkpoint() or f"checkpoint saved at step {self.run.step}"
             self._finish_quietly(exc)
             self._close_writer()
-            self.console.error(f"cannot write {exc.filename or self.run_dir}: "
-                               f"{exc.strerror or exc}; {kept}")
+            reason = str(exc.strerror or exc)
+            if storage.is_url(self.run_dir) and storage.spool_dir(self.run_dir) not in reason \
+                    and storage.spool_holds_files(self.run_dir):  # an error before any upload
+                reason += "; " + storage.unsent(storage.spool_dir(self.run_dir), self.run_dir)
+            self.console.error(f"cannot write {exc.filename or self.run_dir}: {reason}; {kept}")
             return 1
         except Exception as exc:  # noqa: BLE001  (the model, the loss, a replaced value)
             # No checkpoint: the step failed half-way; the last one is kept.

@@ -245,7 +245,7 @@ def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
             run.kill()
             run.wait()
         server.stop()
-    assert run.returncode == 1, err
+    assert run.returncode == 1, (out, err)
     lines = err.strip().splitlines()
     assert "Traceback" not in err and len(lines) == 1, err
     found = re.fullmatch(r"error: cannot write (\S+): upload failed 5 times over \d+ s "
@@ -312,3 +312,48 @@ def test_an_aged_segment_is_uploaded_by_the_writers_background_worker(tmp_path, 
             writer.close()  # still failing: kept in the spool, and said so again
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("waiter", ["waiter:at_step=11", "end-waiter"])
+def test_server_stopped_as_the_run_ends_names_the_spool_and_the_sync_command(
+        tiny, test_plugins, tmp_path, waiter):
+    """The outage comes at the last step (the epoch's end then fails to list the hparams
+    trial, before any upload) or after the last checkpoint, while the writer closes: the one
+    line still says where the unsent events are and how to upload them."""
+    server = MotoServer(str(tmp_path / "moto.log"))
+    bucket, url = "closing", "s3://closing/exp/run1"
+    server.client().create_bucket(Bucket=bucket)
+    marker = tmp_path / "waiting"
+    env = {**os.environ, **server.env, "XDG_CACHE_HOME": str(tmp_path / "cache"),
+           "GRADLOG_TEST_MARKER": str(marker),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(test_plugins),
+                                                       os.environ.get("PYTHONPATH")]))}
+    run = subprocess.Popen([sys.executable, "-m", "gradlog.cli",
+                            *_train_args(tiny, "--logdir", url, "-p", waiter)],
+                           env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not marker.exists():
+            assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
+            time.sleep(0.05)
+        server.stop()
+        marker.unlink()  # the run goes on to close its writer
+        out, err = run.communicate(timeout=180)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        server.stop()
+    spool = storage_spool(tmp_path / "cache", url)
+    assert run.returncode == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith(f"error: cannot write {url}"), lines[0]
+    assert f"the unsent events are kept in {spool} (upload them with: gradlog sync {spool} " \
+           f"{url})" in lines[0]
+    assert os.listdir(spool)
+    assert "tensorboard --logdir" not in out
+
+
+def storage_spool(cache, url: str) -> str:
+    return str(cache / "gradlog" / "spool" / "s3" / url[len("s3://"):])
