@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 
 __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesystem",
            "UnknownProtocol", "process_local", "NotASpool", "check_spool", "unsent",
-           "spool_holds_files",
+           "spool_holds_files", "cache_path",
            "appendable", "UploadError", "with_retries", "RETRY_DELAYS", "spool_dir",
            "upload_spool", "AppendableFile", "Segments", "SEGMENT_BYTES", "read_bytes",
            "publish_bytes", "exists", "isdir", "names", "remove", "download_event_files"]
@@ -265,14 +265,20 @@ def download_event_files(url: str, target: str) -> int:
 def spool_dir(url: str) -> str:
     """Where segments for ``url`` wait to be uploaded: ``$XDG_CACHE_HOME`` (default
     ``~/.cache``) ``/gradlog/spool/<protocol>/<the URL's path>``."""
+    return cache_path("spool", url)
+
+
+def cache_path(kind: str, url: str) -> str:
+    """``$XDG_CACHE_HOME`` (default ``~/.cache``) ``/gradlog/<kind>/<protocol>/<the URL's
+    path>``: what gradlog keeps on this machine for ``url``."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, *_spool_parts(url))
+    return os.path.join(cache, *_cache_parts(kind, url))
 
 
-def _spool_parts(url: str) -> list[str]:
+def _cache_parts(kind: str, url: str) -> list[str]:
     protocol = _protocol(url) or "file"
     parts = [p for p in url[len(protocol) + 3:].split("/") if p not in ("", ".", "..")]
-    return ["gradlog", "spool", protocol, *parts]
+    return ["gradlog", kind, protocol, *parts]
 
 
 class NotASpool(ValueError):
@@ -284,7 +290,7 @@ def check_spool(spool: str, url: str) -> None:
     path ends with ``gradlog/spool/<protocol>/<the URL's path>``, under any cache directory)
     and holds nothing but event files: uploading a spool removes it, so anything else, a run
     directory above all, is refused before it is touched."""
-    tail = _spool_parts(url)
+    tail = _cache_parts("spool", url)
     if os.path.realpath(spool).split(os.sep)[-len(tail):] != tail:
         raise NotASpool(f"{spool} is not the spool of {url} (that is {spool_dir(url)}, or "
                         f"another cache directory's {os.path.join(*tail)}): gradlog sync "
