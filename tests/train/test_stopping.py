@@ -204,3 +204,45 @@ def test_a_program_that_imports_gradlog_keeps_pythons_sigint_handler():
                            "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
                           capture_output=True, text=True, timeout=60)
     assert done.stdout == "True\n", done.stderr
+
+
+# A finalizer runs (a cycle freed by the collector) while the signal arrives, then the file
+# sleeps at import: the Interrupted raised inside the finalizer is one Python drops
+IN_A_FINALIZER = """
+import gc, os, time
+from gradlog.examples.shapes import Options, build
+
+
+class Held:
+    def __del__(self):
+        open(os.environ["GRADLOG_TEST_READY"], "w").close()
+        time.sleep(5)
+
+
+a, b = Held(), Held()
+a.other, b.other = b, a
+del a, b
+gc.collect()
+time.sleep(60)
+"""
+
+
+def test_a_signal_inside_a_finalizer_during_start_up_still_stops_it(tmp_path):
+    example = tmp_path / "finalizer.py"
+    example.write_text(IN_A_FINALIZER)
+    ready, run_dir = tmp_path / "ready", tmp_path / "run"
+    env = dict(os.environ, GRADLOG_TEST_READY=str(ready))
+    child = subprocess.Popen([sys.executable, "-m", "gradlog.cli", "train", str(example),
+                              "--no-default-plugins", "--logdir", str(run_dir)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for(ready, child)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)  # not the 60 s the file sleeps after
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130, err
+    assert err == "SIGINT: interrupted while starting; nothing was trained\n"
+    assert out == "" and not run_dir.exists()
