@@ -103,3 +103,37 @@ def test_the_lock_goes_with_the_process_however_it_ends(tmp_path):
         holder.stdout.close()
     lock = RunLock(str(run_dir))  # free again
     lock.release()
+
+
+def test_a_resume_while_another_command_holds_the_run_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from gradlog.cli import main
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY)
+    run_dir = tmp_path / "run"
+    first = CliRunner().invoke(main, ["train", "--no-default-plugins", "--epochs", "1",
+                                      "--batch-size", "64", "--config", str(config),
+                                      "--logdir", str(run_dir), "-q"])
+    assert first.exit_code == 0, first.output
+    before = sorted(p.name for p in run_dir.iterdir())
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from gradlog.train.run_lock import RunLock; "
+        f"lock = RunLock({str(run_dir)!r}); print('held', flush=True); time.sleep(120)")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        again = CliRunner().invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2",
+                                          "-q"])
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    assert again.exit_code == 2, again.output
+    assert again.stderr == f"error: {run_dir} is in use by another gradlog train (pid " \
+                           f"{holder.pid}), which holds it until it ends; choose another " \
+                           "--logdir, or --resume it once that run has ended\n"
+    assert sorted(p.name for p in run_dir.iterdir()) == before
+    resumed = CliRunner().invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2",
+                                        "-q"])
+    assert resumed.exit_code == 0, resumed.output
