@@ -5,17 +5,20 @@ with the process that holds it, however it ends."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 from train_helpers import TINY, scalars
 
-from gradlog.train.run_lock import LOCK_NAME
+from gradlog.train.errors import UserError
+from gradlog.train.run_lock import LOCK_NAME, RunLock
 
 pytestmark = pytest.mark.slow
 
@@ -79,28 +82,34 @@ def test_two_commands_on_one_new_logdir_train_once(tmp_path):
     assert steps == [0, 1, 2, 3]  # 256 examples, batch 64: each step once
 
 
-def test_the_lock_goes_with_the_process_however_it_ends(tmp_path):
-    """A process holding the run (here: stopped by SIGKILL in build()) no longer holds it:
-    the next command is not refused as "in use"."""
-    from gradlog.train.run_lock import RunLock
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
+@contextlib.contextmanager
+def _held(run_dir) -> Iterator[subprocess.Popen]:
+    """Another process holding ``run_dir``'s lock for the block (killed at its end)."""
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from gradlog.train.run_lock import RunLock; "
+        "import time; from gradlog.train.run_lock import RunLock; "
         f"lock = RunLock({str(run_dir)!r}); print('held', flush=True); time.sleep(120)")],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
-        assert (run_dir / LOCK_NAME).read_text() == f"{holder.pid}\n"
-        with pytest.raises(Exception, match=re.escape(f"(pid {holder.pid})")):
-            RunLock(str(run_dir))
-        holder.send_signal(signal.SIGKILL)
-        holder.wait(timeout=30)
+        yield holder
     finally:
         if holder.poll() is None:
             holder.kill()
-            holder.wait()
+        holder.wait()
         holder.stdout.close()
+
+
+def test_the_lock_goes_with_the_process_however_it_ends(tmp_path):
+    """A process holding the run no longer holds it once killed (SIGKILL): the next one
+    takes it."""
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    with _held(run_dir) as holder:
+        assert (run_dir / LOCK_NAME).read_text() == f"{holder.pid}\n"
+        with pytest.raises(UserError, match=re.escape(f"(pid {holder.pid})")):
+            RunLock(str(run_dir))
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
     lock = RunLock(str(run_dir))  # free again
     lock.release()
 
@@ -117,18 +126,9 @@ def test_a_resume_while_another_command_holds_the_run_is_refused(tmp_path):
                                       "--logdir", str(run_dir), "-q"])
     assert first.exit_code == 0, first.output
     before = sorted(p.name for p in run_dir.iterdir())
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from gradlog.train.run_lock import RunLock; "
-        f"lock = RunLock({str(run_dir)!r}); print('held', flush=True); time.sleep(120)")],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
+    with _held(run_dir) as holder:
         again = CliRunner().invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2",
                                           "-q"])
-    finally:
-        holder.kill()
-        holder.wait()
-        holder.stdout.close()
     assert again.exit_code == 2, again.output
     assert again.stderr == f"error: {run_dir} is in use by another gradlog train (pid " \
                            f"{holder.pid}), which holds it until it ends; choose another " \
