@@ -1,6 +1,7 @@
 """gradlog: a numpy autograd engine with PyTorch's API, hook registries, plugins and
 TensorBoard logging. This file only re-exports; nothing is defined here."""
 
+from . import starting  # noqa: F401, I001  (first: Ctrl-C while the command imports the rest)
 from . import autograd, data, distributed, nn, optim, utils
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled
 from .autograd.creation import (

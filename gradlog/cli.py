@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from . import starting
 from .plugin.errors import PluginConfigError
 from .plugin.options import parse_spec
 from .train.config import Settings
@@ -27,6 +28,7 @@ class _Main(click.Group):
     def main(self, args: Any = None, prog_name: str | None = None,
              complete_var: str | None = None, standalone_mode: bool = True,
              **extra: Any) -> Any:
+        starting.uninstall()  # from here on, click's and gradlog train's own handling
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
         try:
@@ -46,7 +48,8 @@ class _Main(click.Group):
                 click.echo(exc.detail.rstrip("\n"), err=True)
             sys.exit(exc.exit_code)
         except click.Abort:  # Ctrl-C (click turns KeyboardInterrupt into Abort)
-            click.echo("interrupted", err=True)
+            click.echo(starting.interrupted_line(sys.argv[1:] if args is None else list(args)),
+                       err=True)
             sys.exit(130)
         except OSError as exc:  # e.g. `gradlog inspect runs | head`: the reader went away
             if exc.errno != errno.EPIPE:
@@ -289,13 +292,14 @@ def sync_cmd(spool: str, url: str) -> None:
     uploads keep failing stops with one line naming URL and its SPOOL, where the events it
     could not upload wait; a SIGKILL leaves the segment being written there too. Each file
     is uploaded whole, oldest first, and removed from SPOOL once uploaded (run it once the
-    run has stopped; gradlog train --resume URL does the same by itself). Exit status 1 if
-    an upload fails.
+    run has stopped; gradlog train --resume URL does the same by itself). SPOOL must be the
+    spool of URL (.../gradlog/spool/<protocol>/<URL's path>, holding only event files):
+    anything else is refused before it is touched. Exit status 1 if an upload fails.
     """
     from .tensorboard import storage
     try:
         uploaded = storage.upload_spool(spool, url)
-    except ImportError as exc:
+    except (ImportError, storage.NotASpool) as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
         click.echo(f"error: cannot upload {spool} to {exc.filename or url}: "

@@ -127,12 +127,14 @@ def has_events(run_dir: str) -> bool:
 
 
 def checkpoints(run_dir: str) -> list[tuple[int, str]]:
-    """``(step, path)`` of every checkpoint in ``run_dir``, oldest first."""
+    """``(step, path)`` of every checkpoint in ``run_dir``, oldest first (a directory of a
+    checkpoint's name is none)."""
     found = []
     for name in names(run_dir):
         m = _NAME.match(name)
-        if m:
-            found.append((int(m.group(1)), storage.join(run_dir, name)))
+        path = storage.join(run_dir, name)
+        if m and (storage.is_url(path) or not os.path.isdir(storage.local_path(path))):
+            found.append((int(m.group(1)), path))
     return sorted(found)
 
 

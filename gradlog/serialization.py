@@ -165,7 +165,10 @@ def atomic_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except OSError as error:  # e.g. a directory in the way: name it, not the temporary
+            raise type(error)(error.errno, error.strerror, path) from error
     except BaseException:
         try:
             os.unlink(tmp)

@@ -31,7 +31,7 @@ class Options:
         "help": "globs (same matching as include) left out of the per-layer norms"})
     norm_type: float = field(default=2.0, metadata={
         "help": "p of the p-norm (inf: largest absolute value), as in clip_grad_norm_",
-        "min": 1.0})
+        "min": 1.0, "infinite": True})
     per_rank: bool = field(default=False, metadata={
         "help": "also write each rank's own raw gradient norms (this rank's batch, before the "
                 "cross-rank all-reduce of data-parallel training; accumulated over the step's "
@@ -40,7 +40,7 @@ class Options:
     warn_above: float = field(default=math.inf, metadata={
         "help": "warn (and log text grad-norm/warnings) when the global norm is above this or "
                 "not finite; inf turns the warning off (a good threshold depends on the model)",
-        "min": 0.0})
+        "min": 0.0, "infinite": True})
 
 
 def _combine(norms: list[float], p: float) -> float:

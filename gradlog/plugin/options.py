@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import tomllib
 import types
@@ -181,6 +182,10 @@ def _coerce(value: Any, tp: Any) -> Any:
 
 def _check_range(value: Any, meta: Any) -> None:
     lo, hi = meta.get("min"), meta.get("max")
+    if (lo is not None or hi is not None) and isinstance(value, float) and \
+            not math.isfinite(value) and (math.isnan(value) or not meta.get("infinite")):
+        # nan passes every comparison; inf only where the field gives it a meaning
+        raise ValueError("must be a finite number")
     if lo is not None and value is not None and meta.get("min_open") and value <= lo:
         raise ValueError(f"must be > {lo}")
     if lo is not None and value is not None and value < lo:

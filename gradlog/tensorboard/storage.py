@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable, Iterator
 
 __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesystem",
+           "UnknownProtocol", "process_local", "NotASpool", "check_spool", "unsent",
+           "spool_holds_files", "cache_path",
            "appendable", "UploadError", "with_retries", "RETRY_DELAYS", "spool_dir",
            "upload_spool", "AppendableFile", "Segments", "SEGMENT_BYTES", "read_bytes",
            "publish_bytes", "exists", "isdir", "names", "remove", "download_event_files"]
@@ -43,6 +45,7 @@ __all__ = ["is_url", "local_path", "join", "relative", "same_location", "filesys
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*)://")
 _LOCAL_PROTOCOLS = ("file", "local")
 APPENDABLE_PROTOCOLS = ("memory",)
+PROCESS_LOCAL_PROTOCOLS = ("memory",)
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)  # seconds between the 5 tries of one upload
 SEGMENT_BYTES = 8 << 20  # a segment is closed once it holds this much
 _unpack_length = struct.Struct("<Q").unpack_from
@@ -113,7 +116,37 @@ def filesystem(url: str):
     except ImportError as error:  # fsspec names the missing backend (s3fs, gcsfs, ...)
         raise ImportError(f"{url}: {error} (pip install 'gradlog[remote]')") from None
     except ValueError as error:  # "Protocol not known"
-        raise ValueError(f"{url}: {error}") from None
+        if "Protocol not known" not in str(error):
+            raise ValueError(f"{url}: {error}") from None
+        raise UnknownProtocol(f"unknown URL scheme '{_protocol(url)}://'; the "
+                              f"installed fsspec protocols are: {', '.join(_installed())}"
+                              ) from None
+
+
+class UnknownProtocol(ImportError):
+    """A URL whose scheme no installed fsspec backend (nor fsspec's list of known ones)
+    handles: as for a backend that is not installed, there is nothing to reach it with."""
+
+
+def _installed() -> list[str]:
+    """The protocols whose fsspec implementation imports here (its backend is installed)."""
+    import importlib
+
+    from fsspec.registry import known_implementations, registry
+    found = set(registry)
+    for protocol, spec in known_implementations.items():
+        try:
+            importlib.import_module(spec["class"].rsplit(".", 1)[0])
+        except Exception:  # noqa: BLE001, S112 - a missing or broken backend: not installed
+            continue
+        found.add(protocol)
+    return sorted(found)
+
+
+def process_local(location: str) -> bool:
+    """Whether ``location`` is held by this process alone (``memory://``): gone when it
+    exits."""
+    return _protocol(os.fspath(location)) in PROCESS_LOCAL_PROTOCOLS
 
 
 def appendable(url: str) -> bool:
@@ -232,18 +265,52 @@ def download_event_files(url: str, target: str) -> int:
 def spool_dir(url: str) -> str:
     """Where segments for ``url`` wait to be uploaded: ``$XDG_CACHE_HOME`` (default
     ``~/.cache``) ``/gradlog/spool/<protocol>/<the URL's path>``."""
+    return cache_path("spool", url)
+
+
+def cache_path(kind: str, url: str) -> str:
+    """``$XDG_CACHE_HOME`` (default ``~/.cache``) ``/gradlog/<kind>/<protocol>/<the URL's
+    path>``: what gradlog keeps on this machine for ``url``."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, *_cache_parts(kind, url))
+
+
+def _cache_parts(kind: str, url: str) -> list[str]:
     protocol = _protocol(url) or "file"
     parts = [p for p in url[len(protocol) + 3:].split("/") if p not in ("", ".", "..")]
-    return os.path.join(cache, "gradlog", "spool", protocol, *parts)
+    return ["gradlog", kind, protocol, *parts]
+
+
+class NotASpool(ValueError):
+    """``gradlog sync`` was given a directory that is not the spool of its URL."""
+
+
+def check_spool(spool: str, url: str) -> None:
+    """Raise :class:`NotASpool` unless ``spool`` is where the segments of ``url`` wait (its
+    path ends with ``gradlog/spool/<protocol>/<the URL's path>``, under any cache directory)
+    and holds nothing but event files: uploading a spool removes it, so anything else, a run
+    directory above all, is refused before it is touched."""
+    tail = _cache_parts("spool", url)
+    if os.path.realpath(spool).split(os.sep)[-len(tail):] != tail:
+        raise NotASpool(f"{spool} is not the spool of {url} (that is {spool_dir(url)}, or "
+                        f"another cache directory's {os.path.join(*tail)}): gradlog sync "
+                        "removes what it uploads, so it takes only a spool; nothing was touched")
+    for root, _dirs, files in os.walk(spool):
+        strays = sorted(name for name in files if "tfevents" not in name)
+        if strays:
+            raise NotASpool(f"{spool} is not a spool: it holds "
+                            f"{os.path.join(root, strays[0])}, which is not an event file; "
+                            "nothing was touched")
 
 
 def upload_spool(spool: str, url: str) -> list[str]:
     """Upload every file below ``spool`` to the same place below ``url`` (event files in name
     order, so a live TensorBoard reads them in order), each whole, and remove it from the
     spool once uploaded. Returns the URLs uploaded; an upload that fails raises
-    :class:`UploadError` and leaves it (and the rest) in the spool."""
+    :class:`UploadError` and leaves it (and the rest) in the spool. A directory that is not
+    the spool of ``url`` raises :class:`NotASpool` (:func:`check_spool`) first."""
     fs, _ = filesystem(url)
+    check_spool(spool, url)
     pending = []
     for root, dirs, files in os.walk(spool):
         dirs.sort()
@@ -433,8 +500,17 @@ class Segments:
 
 def _spooled(error: OSError, url: str, spool: str) -> UploadError:
     reason = error.strerror or str(error)
-    return UploadError(error.errno or 0, f"{reason}; the unsent events are kept in {spool} "
-                       f"(upload them with: gradlog sync {spool} {url})", url)
+    return UploadError(error.errno or 0, f"{reason}; {unsent(spool, url)}", url)
+
+
+def unsent(spool: str, url: str) -> str:
+    """What to say of events waiting in ``spool``: where they are, how to upload them."""
+    return f"the unsent events are kept in {spool} (upload them with: gradlog sync {spool} {url})"
+
+
+def spool_holds_files(url: str) -> bool:
+    """Whether the spool of ``url`` holds anything (events a failed upload left)."""
+    return any(files for _root, _dirs, files in os.walk(spool_dir(url)))
 
 
 def _write_all(fd: int, data: bytes, path: str) -> None:

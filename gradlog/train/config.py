@@ -18,6 +18,7 @@ from typing import Any
 from ..plugin import Plugin
 from ..plugin.discovery import instantiate, load, merge_plugins
 from ..plugin.options import BadValue, check_values, did_you_mean, load_config, validate_options
+from ..tensorboard import storage
 from . import toml_text
 from .errors import UserError
 
@@ -136,6 +137,7 @@ class RunConfig:
 # -- what a command gave -------------------------------------------------------------------
 def read_given(options: TrainOptions) -> Given:
     """The settings, example and plugins one command gave, from its flags and its TOML."""
+    _check_run_dirs(options)
     file = load_config(options.config_file) if options.config_file else {}
     where = options.config_file
     for name, table in file.items():
@@ -157,6 +159,22 @@ def read_given(options: TrainOptions) -> Given:
     return Given(settings, options.example, tuple(options.plugins), file,
                  options.default_plugins, options.strict_plugins,
                  os.path.abspath(options.config_file) if options.config_file else None)
+
+
+def _check_run_dirs(options: TrainOptions) -> None:
+    """``--logdir`` and ``--resume`` name a directory that outlives the process."""
+    for flag, value in (("--logdir", options.logdir), ("--resume", options.resume)):
+        if value is None:
+            continue
+        if not value.strip():
+            default = " (leave --logdir out for the default runs/<time>_<host>)" \
+                if flag == "--logdir" else ""
+            raise UserError(f"{flag} is empty: give a directory or a URL{default}")
+        if storage.process_local(value):
+            raise UserError(f"{flag} {value}: a {value.split(':', 1)[0]}:// filesystem lives "
+                            "in this process only, and what gradlog train writes there is "
+                            "gone when it exits; give a directory or a URL such as "
+                            "s3://bucket/exp/run1")
 
 
 def _checked(given: dict[str, tuple[Any, str]], example_options: Any,

@@ -56,7 +56,7 @@ def load_example(example: str) -> ModuleType:
     sys.modules[name] = module  # dataclasses (an Options class) look their module up
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001  (the user's file: any error is theirs)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001  (the file's: sys.exit(7) too)
         sys.modules.pop(name, None)
         raise UserError(f"{example} failed to import: {type(exc).__name__}: {exc}",
                         own_traceback(exc, example)) from None
@@ -69,7 +69,7 @@ def build(module: ModuleType, example: str, config: dict) -> dict[str, Any]:
     """``module.build(config)``, checked: a dict holding at least the required keys."""
     try:
         built = module.build(dict(config))
-    except Exception as exc:  # noqa: BLE001  (the user's build: any error is theirs)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001  (the build's: sys.exit() too)
         raise UserError(f"build(config) in {example} failed: {type(exc).__name__}: {exc}",
                         own_traceback(exc, module.__file__)) from None
     if not isinstance(built, dict):
@@ -78,7 +78,19 @@ def build(module: ModuleType, example: str, config: dict) -> dict[str, Any]:
     missing = [k for k in REQUIRED_KEYS if built.get(k) is None]
     if missing:
         raise UserError(f"build(config) in {example} did not return: {', '.join(missing)}")
+    for key in ("train_loader", "val_loader"):
+        if _batches(built[key]) == 0:  # trains nothing, or logs a mean of nothing as 0.0
+            raise UserError(f"build(config) in {example}: {key} holds no batches (its data "
+                            "is empty, or smaller than one batch with drop_last)")
     return built
+
+
+def _batches(loader: Any) -> int | None:
+    """How many batches ``loader`` yields per epoch; None if it cannot say."""
+    try:
+        return len(loader)
+    except TypeError:
+        return None
 
 
 def own_traceback(exc: BaseException, path: str) -> str:

@@ -12,8 +12,11 @@ owner of the process-wide signal state, not two stacked on each other.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +35,7 @@ class SignalOwner:
         self.requested: int | None = None  # the signal that asked the loop to stop
         self._graceful = False
         self._saved: dict[int, Any] = {}
+        self._saved_hook: Any = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> SignalOwner:
@@ -39,13 +43,32 @@ class SignalOwner:
             self._stack.enter_context(lifecycle.signals_owned_by_program())
             for signum in SIGNALS:
                 self._saved[signum] = signal.signal(signum, self._handle)
+            self._saved_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         for signum, handler in self._saved.items():
             signal.signal(signum, handler)
         self._saved.clear()
+        if self._saved_hook is not None:
+            sys.unraisablehook, self._saved_hook = self._saved_hook, None
         self._stack.close()
+
+    def _unraisable(self, unraisable: Any) -> None:
+        """An Interrupted raised while a finalizer ran (a ``__del__``, a weakref callback,
+        during garbage collection) is one Python can only print and drop, and the program
+        went on (a start-up sleeping at import slept on): a thread sends the signal again a
+        moment later, once this hook and, most likely, the finalizer are done (if it lands in
+        another, this happens again)."""
+        if not isinstance(unraisable.exc_value, Interrupted):
+            self._saved_hook(unraisable)
+            return
+        again = threading.Thread(target=_signal_later, args=(unraisable.exc_value.signum,),
+                                 name="gradlog-signal-again", daemon=True)
+        try:
+            again.start()
+        except Interrupted:  # it came early, while the thread started: it is sent again
+            pass
 
     @contextlib.contextmanager
     def graceful(self) -> Iterator[None]:
@@ -67,3 +90,8 @@ class SignalOwner:
 
 def _raise(signum: int) -> None:
     raise Interrupted(signum)
+
+
+def _signal_later(signum: int) -> None:
+    time.sleep(0.05)
+    os.kill(os.getpid(), signum)

@@ -31,6 +31,7 @@ from .errors import Interrupted, UserError
 from .example import build, canonical, example_digest, load_example
 from .logged import flat_config, log_start_texts
 from .loop import Loop, SchedulerError
+from .run_lock import LOCK_NAME, RunLock
 from .signals import SignalOwner
 from .summary import model_summary
 
@@ -72,7 +73,10 @@ def _train(options: TrainOptions, console: Console, job: parallel.Job | None) ->
         trainer = prepared(options, console, signals, job, open_run=True)
         if isinstance(trainer, int):
             return trainer
-        return trainer.execute()
+        try:
+            return trainer.execute()
+        finally:
+            trainer.release()
 
 
 def prepared(options: TrainOptions, console: Console, signals: SignalOwner | None = None,
@@ -110,6 +114,7 @@ class Trainer:
         self._default_dir = False  # no --logdir: a directory named by the time (see _new)
         self.run: Run | None = None
         self._saved_step: int | None = None
+        self._lock: RunLock | None = None  # held by the process that writes the run
         given = read_given(options)
         if options.resume:
             self._resume(options, given)
@@ -137,9 +142,12 @@ class Trainer:
         # and tells the other ranks which)
         self._default_dir = not options.logdir
         self.run_dir = options.logdir or runs.default_run_dir()
+        if self.writes and not self._default_dir:
+            self._refuse_taken()  # early; again under the run's lock (_claim)
+
+    def _refuse_taken(self) -> None:
         try:
-            taken = self.writes and not self._default_dir and (
-                runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML))
+            taken = runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML)
         except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         if taken:
@@ -205,8 +213,11 @@ class Trainer:
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         try:
             try:
+                if self.writes:
+                    self._claim()
                 if self.point is not None and self.writes:
                     self._upload_spool()
+                    self._before = set(runs.names(self.run_dir))  # the uploads are the run's
                 runs.makedirs(self.run_dir)
                 if self.writes and (self.point is None or self.point.config != self.config or
                                     not runs.has_file(self.run_dir, runs.RUN_TOML)):
@@ -234,7 +245,24 @@ class Trainer:
             if self.run is not None:
                 self._close_writer()
             self._remove_new_files()
+            self.release()
             raise
+
+    def _claim(self) -> None:
+        """Hold the run directory for this process's life (:mod:`.run_lock`). Under the lock,
+        what the directory holds is known (another command may have written a run since
+        ``_new`` looked): a new run checks again that it holds none."""
+        runs.makedirs(self.run_dir)
+        self._lock = RunLock(self.run_dir)
+        self._before = set(runs.names(self.run_dir))
+        self._created = self._created and self._before <= {LOCK_NAME}
+        if self.point is None and not self._default_dir:
+            self._refuse_taken()
+
+    def release(self) -> None:
+        """Let the run directory go (the end of the process does it too)."""
+        if self._lock is not None:
+            self._lock.release()
 
     def _upload_spool(self) -> None:
         """A resumed run at a URL first uploads what an earlier session left in its spool
@@ -308,8 +336,11 @@ class Trainer:
             kept = self._try_checkpoint() or f"checkpoint saved at step {self.run.step}"
             self._finish_quietly(exc)
             self._close_writer()
-            self.console.error(f"cannot write {exc.filename or self.run_dir}: "
-                               f"{exc.strerror or exc}; {kept}")
+            reason = str(exc.strerror or exc)
+            if storage.is_url(self.run_dir) and storage.spool_dir(self.run_dir) not in reason \
+                    and storage.spool_holds_files(self.run_dir):  # an error before any upload
+                reason += "; " + storage.unsent(storage.spool_dir(self.run_dir), self.run_dir)
+            self.console.error(f"cannot write {exc.filename or self.run_dir}: {reason}; {kept}")
             return 1
         except Exception as exc:  # noqa: BLE001  (the model, the loss, a replaced value)
             # No checkpoint: the step failed half-way; the last one is kept.
@@ -415,15 +446,16 @@ class Trainer:
             pass
 
     def _remove_new_files(self) -> None:
-        """A new run that failed before its first step leaves nothing behind, so the same
-        --logdir can be used again once the mistake is fixed."""
-        if self.point is not None or not self.writes or not runs.isdir(self.run_dir):
-            return
+        """A run that failed before its first step leaves nothing behind (a resumed one: no
+        new event file), so the same command can be given again once the mistake is fixed."""
+        if self._lock is None or not runs.isdir(self.run_dir):
+            return  # not this process's run to clean up
         for name in set(runs.names(self.run_dir)) - self._before:
             path = storage.join(self.run_dir, name)
             if not storage.is_url(path) and os.path.isdir(storage.local_path(path)):
                 shutil.rmtree(storage.local_path(path), ignore_errors=True)
             else:
                 runs.remove(path)
-        if self._created and not storage.is_url(self.run_dir) and not runs.names(self.run_dir):
-            os.rmdir(storage.local_path(self.run_dir))
+        if self._created and not storage.is_url(self.run_dir) and \
+                set(runs.names(self.run_dir)) <= {LOCK_NAME}:
+            shutil.rmtree(storage.local_path(self.run_dir))

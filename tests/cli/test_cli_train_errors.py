@@ -130,6 +130,8 @@ def test_config_train_entry_that_is_not_a_table(runner, tmp_path):
     (["--lr", "0"], "error: bad value 0.0 for --lr (float): must be > 0"),
     (["--lr", "-1"], "error: bad value -1.0 for --lr (float): must be > 0"),
     (["--seed", "-1"], "error: bad value -1 for --seed (int): must be >= 0"),
+    (["--lr", "nan"], "error: bad value nan for --lr (float): must be a finite number"),
+    (["--lr", "inf"], "error: bad value inf for --lr (float): must be a finite number"),
     (["--frobnicate"], "No such option"),
 ])
 def test_bad_command_line_values(runner, tmp_path, args, says):
@@ -143,6 +145,9 @@ def test_bad_command_line_values(runner, tmp_path, args, says):
     ("lr = 0", "bad value 0 for lr in [train] of {path} (float): must be > 0"),
     ("lr = -1", "bad value -1 for lr in [train] of {path} (float): must be > 0"),
     ("lr = 'fast'", "bad value 'fast' for lr in [train] of {path} (float): expected a number"),
+    ("lr = nan", "bad value nan for lr in [train] of {path} (float): must be a finite number"),
+    ("lr = -inf", "bad value -inf for lr in [train] of {path} (float): must be a finite "
+                  "number"),
     ("seed = -1", "bad value -1 for seed in [train] of {path} (int): must be >= 0"),
     ("train_size = -5", "bad value -5 for train_size in [train] of {path} (int): must be >= 1"),
     ("image_size = 4", "bad value 4 for image_size in [train] of {path} (int): must be >= 8"),

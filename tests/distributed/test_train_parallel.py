@@ -77,7 +77,8 @@ def test_two_processes_train_the_mlp_as_one_and_rank0_alone_writes(reference, tm
         assert_same_series(reference, path, tag)
     assert tags(path) == tags(reference)
     written = sorted(p.name for p in path.iterdir() if not p.name.startswith("events"))
-    assert written == ["checkpoint-00000008.npz", "checkpoint-00000016.npz", "hparams",
+    assert written == [".gradlog-train.lock",  # rank 0 held the run directory
+                       "checkpoint-00000008.npz", "checkpoint-00000016.npz", "hparams",
                        "rank0", "rank1", "run.toml"]
     assert len([p for p in path.iterdir() if p.name.startswith("events")]) == 1
     for rank in (0, 1):  # each rank's own raw gradient norms, written by that rank

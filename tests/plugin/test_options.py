@@ -80,6 +80,27 @@ def test_bad_options_name_plugin_key_and_accepted_values(given, fragment):
         validate_options("p", Opts, given)
 
 
+@dataclass
+class Bounded:
+    rate: float = field(default=0.5, metadata={"min": 0, "max": 1})
+    scale: float = 1.0  # no bounds
+    above: float = field(default=float("inf"), metadata={"min": 0, "infinite": True})
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", float("nan"), float("inf")])
+def test_a_bounded_number_refuses_non_finite_values(value):
+    with pytest.raises(PluginConfigError, match=f"bad value {value!r} for option 'rate' "
+                                                "\\(float\\): must be a finite number"):
+        validate_options("p", Bounded, {"rate": value})
+
+
+def test_an_unbounded_number_takes_any_float_and_a_field_may_give_inf_a_meaning():
+    assert validate_options("p", Bounded, {"scale": "inf"}).scale == float("inf")
+    assert validate_options("p", Bounded, {"above": "inf"}).above == float("inf")
+    with pytest.raises(PluginConfigError, match="bad value 'nan' for option 'above'"):
+        validate_options("p", Bounded, {"above": "nan"})
+
+
 class A(Plugin):
     name = "a"
     Options = Opts

@@ -279,7 +279,8 @@ def test_a_failing_mutator_makes_gradlog_train_exit_1(tmp_path):
     ({"max_norm": 0.0}, "max_norm must be a finite number > 0, got 0.0"),
     ({"max_norm": -1.0}, "must be >= 0.0"),
     ({"norm_type": -2.0}, "norm_type must be > 0 (or inf), got -2.0"),
-    ({"clip_value": float("inf")}, "clip_value must be a finite number > 0, got inf"),
+    ({"clip_value": float("inf")}, "bad value inf for option 'clip_value' (float): must be a "
+                                   "finite number"),
     ({"agc_clipping": 0.0}, "agc_clipping must be a finite number > 0"),
     ({"window": 0}, "must be >= 1"),
     ({"clamp": 0.1}, "clamp needs clamp_include"),

@@ -172,8 +172,9 @@ def test_logs_every_log_every_steps(lib):
 
 @pytest.mark.parametrize("options, message", [
     ({"eta": -0.1}, "must be >= 0.0"),
-    ({"eta": float("inf")}, "eta must be a finite number >= 0, got inf"),
-    ({"gamma": float("nan")}, "gamma must be a finite number >= 0, got nan"),
+    ({"eta": float("inf")}, "bad value inf for option 'eta' (float): must be a finite number"),
+    ({"gamma": float("nan")}, "bad value nan for option 'gamma' (float): must be a finite "
+                              "number"),
     ({"gamma": "fast"}, "expected a number"),
     ({"log_every": 0}, "must be >= 1"),
     ({"sigma": 1.0}, "has no option 'sigma'"),

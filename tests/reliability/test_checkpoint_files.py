@@ -54,3 +54,26 @@ def test_a_checkpoint_removes_the_later_ones_of_an_abandoned_timeline(tmp_path):
         runs.save_checkpoint(str(tmp_path), {"step": step})
     runs.save_checkpoint(str(tmp_path), {"step": 6})
     assert [s for s, _ in runs.checkpoints(str(tmp_path))] == [4, 6]
+
+
+def test_a_directory_named_as_a_checkpoint_is_not_one(tmp_path, tiny_toml):
+    """A directory in the way of the second epoch's checkpoint (step 16): the run stops naming
+    it (not the temporary file), says which checkpoint really is kept, and resumes from it."""
+    from click.testing import CliRunner
+
+    from gradlog.cli import main
+    run_dir = tmp_path / "run"
+    blocker = run_dir / "checkpoint-00000016.npz"
+    blocker.mkdir(parents=True)
+    assert runs.checkpoints(str(run_dir)) == []
+    args = ["train", "--no-default-plugins", "--batch-size", "32", "--config", tiny_toml,
+            "--logdir", str(run_dir), "-q"]
+    result = CliRunner().invoke(main, [*args, "--epochs", "2"])  # 8 steps an epoch
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (f"error: cannot write {blocker}: Is a directory; the last "
+                             "checkpoint (step 8) is kept\n")
+    assert [s for s, _ in runs.checkpoints(str(run_dir))] == [8]
+    blocker.rmdir()
+    again = CliRunner().invoke(main, ["train", "--resume", str(run_dir), "-q"])
+    assert again.exit_code == 0, again.output
+    assert [s for s, _ in runs.checkpoints(str(run_dir))] == [8, 16]

@@ -60,6 +60,21 @@ class Waiter(Plugin):
             deadline = time.monotonic() + 60
             while os.path.exists(marker) and time.monotonic() < deadline:
                 time.sleep(0.05)
+
+
+class EndWaiter(Plugin):
+    """The same wait in on_train_end (after the last checkpoint, before the writer closes),
+    then a scalar: the closing writer has something to upload."""
+
+    name = "end-waiter"
+
+    def on_train_end(self, run):
+        marker = os.environ["GRADLOG_TEST_MARKER"]
+        open(marker, "w").close()
+        deadline = time.monotonic() + 60
+        while os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        run.log_scalar("end-waiter/done", 1.0)  # something for the closing writer to upload
 '''
 
 
@@ -109,4 +124,5 @@ def test_plugins(tmp_path_factory) -> Path:
         tmp_path_factory.mktemp("remote_plugins"), "gradlog-remote-test-plugins",
         {"gradlog_remote_test_plugins": PLUGINS},
         {"killer": "gradlog_remote_test_plugins:Killer",
-         "waiter": "gradlog_remote_test_plugins:Waiter"})
+         "waiter": "gradlog_remote_test_plugins:Waiter",
+         "end-waiter": "gradlog_remote_test_plugins:EndWaiter"})

@@ -213,30 +213,24 @@ def test_a_signal_uploads_the_open_segment_and_resume_continues(sig, tiny, bucke
     assert scalar_series(str(local), "train/loss") == reference
 
 
-def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
-        tiny, test_plugins, reference, tmp_path):
-    server = MotoServer(str(tmp_path / "moto.log"))
-    bucket, url = "stopped", "s3://stopped/exp/run1"
-    server.client().create_bucket(Bucket=bucket)
+def _train_through_an_outage(tiny, test_plugins, tmp_path, server, url, waiter, keep=None):
+    """``gradlog train --logdir URL -p WAITER``: once the waiter waits, ``keep()`` runs (what
+    it returns is returned), the server stops and training goes on. Returns the exit status,
+    stdout, stderr, the environment and what ``keep`` returned."""
     marker = tmp_path / "waiting"
     env = {**os.environ, **server.env, "XDG_CACHE_HOME": str(tmp_path / "cache"),
            "GRADLOG_TEST_MARKER": str(marker),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(test_plugins),
                                                        os.environ.get("PYTHONPATH")]))}
     run = subprocess.Popen([sys.executable, "-m", "gradlog.cli",
-                            *_train_args(tiny, "--logdir", url, "-p", "waiter:at_step=2")],
+                            *_train_args(tiny, "--logdir", url, "-p", waiter)],
                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
         while not marker.exists():
             assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
             time.sleep(0.05)
-        # The server goes away mid-run. Its storage would outlive it, moto's is in memory:
-        # the test keeps what it held, and gives it to the server that replaces it.
-        held = {}
-        client = server.client()
-        for obj in client.list_objects_v2(Bucket=bucket).get("Contents", []):
-            held[obj["Key"]] = client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+        kept = keep() if keep is not None else None
         server.stop()
         marker.unlink()  # training goes on
         out, err = run.communicate(timeout=180)
@@ -245,7 +239,25 @@ def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
             run.kill()
             run.wait()
         server.stop()
-    assert run.returncode == 1, err
+    return run.returncode, out, err, env, kept
+
+
+def test_server_stopped_mid_run_spools_the_events_and_sync_recovers_all(
+        tiny, test_plugins, reference, tmp_path):
+    server = MotoServer(str(tmp_path / "moto.log"))
+    bucket, url = "stopped", "s3://stopped/exp/run1"
+    server.client().create_bucket(Bucket=bucket)
+
+    def keep() -> dict:
+        # The server goes away mid-run. Its storage would outlive it, moto's is in memory:
+        # the test keeps what it held, and gives it to the server that replaces it.
+        client = server.client()
+        return {obj["Key"]: client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
+                for obj in client.list_objects_v2(Bucket=bucket).get("Contents", [])}
+
+    status, out, err, env, held = _train_through_an_outage(
+        tiny, test_plugins, tmp_path, server, url, "waiter:at_step=2", keep)
+    assert status == 1, (out, err)
     lines = err.strip().splitlines()
     assert "Traceback" not in err and len(lines) == 1, err
     found = re.fullmatch(r"error: cannot write (\S+): upload failed 5 times over \d+ s "
@@ -312,3 +324,29 @@ def test_an_aged_segment_is_uploaded_by_the_writers_background_worker(tmp_path, 
             writer.close()  # still failing: kept in the spool, and said so again
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("waiter", ["waiter:at_step=11", "end-waiter"])
+def test_server_stopped_as_the_run_ends_names_the_spool_and_the_sync_command(
+        tiny, test_plugins, tmp_path, waiter):
+    """The outage comes at the last step (the epoch's end then fails to list the hparams
+    trial, before any upload) or after the last checkpoint, while the writer closes: the one
+    line still says where the unsent events are and how to upload them."""
+    server = MotoServer(str(tmp_path / "moto.log"))
+    url = "s3://closing/exp/run1"
+    server.client().create_bucket(Bucket="closing")
+    status, out, err, _, _ = _train_through_an_outage(tiny, test_plugins, tmp_path, server,
+                                                      url, waiter)
+    spool = storage_spool(tmp_path / "cache", url)
+    assert status == 1, (out, err)
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith(f"error: cannot write {url}"), lines[0]
+    assert f"the unsent events are kept in {spool} (upload them with: gradlog sync {spool} " \
+           f"{url})" in lines[0]
+    assert os.listdir(spool)
+    assert "tensorboard --logdir" not in out
+
+
+def storage_spool(cache, url: str) -> str:
+    return str(cache / "gradlog" / "spool" / "s3" / url[len("s3://"):])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import os
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -29,7 +30,8 @@ def memory_url():
     url = f"memory://gradlog-tests/{uuid.uuid4().hex}/run"
     yield url
     fs = fsspec.filesystem("memory")
-    fs.rm(url[len("memory://"):].rsplit("/", 1)[0], recursive=True)
+    if fs.exists(url[len("memory://"):].rsplit("/", 1)[0]):  # a test may write nothing
+        fs.rm(url[len("memory://"):].rsplit("/", 1)[0], recursive=True)
 
 
 def _copy_out(url: str, target) -> list[str]:
@@ -69,7 +71,8 @@ def test_a_missing_backend_says_what_to_install_and_an_unknown_protocol_is_named
     except ImportError:
         with pytest.raises(ImportError, match=r"az://c/run: .*adlfs.*gradlog\[remote\]"):
             storage.filesystem("az://c/run")
-    with pytest.raises(ValueError, match="nosuchprotocol://b/run: Protocol not known"):
+    with pytest.raises(storage.UnknownProtocol, match="unknown URL scheme 'nosuchprotocol://'; "
+                                                     "the installed fsspec protocols are: "):
         storage.filesystem("nosuchprotocol://b/run")
 
 
@@ -183,8 +186,8 @@ def test_retries_are_bounded_and_permanent_errors_are_not_retried():
     assert len(calls) == 1
 
 
-def test_the_spool_is_uploaded_oldest_first_and_emptied(memory_url, tmp_path):
-    spool = tmp_path / "spool"
+def test_the_spool_is_uploaded_oldest_first_and_emptied(memory_url, spool_home):
+    spool = Path(storage.spool_dir(memory_url))
     (spool / "pair_a").mkdir(parents=True)
     for rel in ("events.out.tfevents.0000000002.h.1.000001", "pair_a/events.out.tfevents.3",
                 "events.out.tfevents.0000000001.h.1.000000"):
@@ -196,6 +199,57 @@ def test_the_spool_is_uploaded_oldest_first_and_emptied(memory_url, tmp_path):
     assert not spool.exists()
     assert storage.read_bytes(f"{memory_url}/pair_a/events.out.tfevents.3") == \
         b"pair_a/events.out.tfevents.3"
+
+
+def _tree(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file()}
+
+
+@pytest.mark.parametrize("case", ["run directory", "elsewhere", "another url", "stray file"])
+def test_sync_refuses_what_is_not_the_urls_spool_and_touches_nothing(memory_url, spool_home,
+                                                                     tmp_path, case):
+    """gradlog sync removes what it uploads: a run directory, or any tree that is not the
+    spool of the URL, would be deleted; it is refused first, with one line."""
+    url = memory_url
+    if case == "run directory":  # the local run itself, as a user might mistake it
+        given = tmp_path / "run"
+        given.mkdir()
+        (given / "run.toml").write_text("[run]\n")
+        (given / "checkpoint-00000004.npz").write_bytes(b"state")
+        (given / "events.out.tfevents.1.h.1.0").write_bytes(b"events")
+    elif case == "elsewhere":
+        given = tmp_path / "spool"
+        given.mkdir()
+        (given / "events.out.tfevents.1.h.1.0").write_bytes(b"events")
+    else:
+        given = Path(storage.spool_dir(memory_url))
+        given.mkdir(parents=True)
+        (given / "events.out.tfevents.1.h.1.0").write_bytes(b"events")
+        if case == "another url":
+            url = memory_url + "-other"
+        else:
+            (given / "notes.txt").write_text("mine")
+    before = _tree(given)
+    result = CliRunner().invoke(main, ["sync", str(given), url])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
+    says = "which is not an event file" if case == "stray file" else \
+        f"is not the spool of {url} (that is {storage.spool_dir(url)}"
+    assert result.stderr.startswith(f"error: {given} ") and says in result.stderr
+    assert result.stderr.endswith("nothing was touched\n")
+    assert _tree(given) == before
+    assert not storage.exists(url)
+
+
+def test_sync_takes_the_spool_under_another_cache_directory(memory_url, spool_home, tmp_path):
+    moved = tmp_path / "elsewhere" / os.path.relpath(storage.spool_dir(memory_url), spool_home)
+    moved.mkdir(parents=True)
+    (moved / "events.out.tfevents.1.h.1.0").write_bytes(b"events")
+    result = CliRunner().invoke(main, ["sync", str(moved), memory_url])
+    assert result.exit_code == 0, result.output
+    assert storage.read_bytes(f"{memory_url}/events.out.tfevents.1.h.1.0") == b"events"
+    assert not moved.exists()
 
 
 def test_resume_seam_replays_the_checkpoint_step_from_a_url(memory_url, tmp_path):

@@ -79,7 +79,8 @@ def test_ctrl_c_before_the_command_runs_exits_130(monkeypatch):
     monkeypatch.setattr(gradlog.train, "train", interrupted)
     result = CliRunner().invoke(main, ["train"], standalone_mode=True)
     assert result.exit_code == 130
-    assert result.stderr.strip() == "interrupted" and "Aborted" not in result.output
+    assert result.stderr.strip() == "SIGINT: interrupted while starting; nothing was trained"
+    assert "Aborted" not in result.output
 
 
 def _disk_of(limit: int):
@@ -155,3 +156,93 @@ def test_event_files_are_fsynced_before_each_checkpoint(tmp_path, monkeypatch):
         assert any("hparams" in p for p in last_write) == (i == saved[-1])
         for path, j in last_write.items():
             assert ("fsync", path) in order[j + 1:i], f"{path} not fsynced before {order[i]}"
+
+
+# Puts itself in the import system: when gradlog's first module after gradlog.starting is
+# imported, it says so and waits, so the test's signal arrives while gradlog is importing
+SLOW_IMPORT = """
+import os, sys, time
+
+
+class SlowAutograd:
+    def find_spec(self, name, path=None, target=None):
+        if name == "gradlog.autograd" and "GRADLOG_TEST_READY" in os.environ:
+            open(os.environ["GRADLOG_TEST_READY"], "w").close()
+            time.sleep(60)
+        return None
+
+
+sys.meta_path.insert(0, SlowAutograd())
+"""
+
+
+@pytest.mark.parametrize("command, says", [
+    (["train"], "SIGINT: interrupted while starting; nothing was trained\n"),
+    (["inspect", "."], "interrupted\n"),
+])
+def test_ctrl_c_while_gradlog_imports_is_one_line_and_130(tmp_path, command, says):
+    (tmp_path / "sitecustomize.py").write_text(SLOW_IMPORT)
+    ready = tmp_path / "ready"
+    env = dict(os.environ, GRADLOG_TEST_READY=str(ready),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(tmp_path),
+                                                        os.environ.get("PYTHONPATH")])))
+    child = subprocess.Popen([sys.executable, "-m", "gradlog.cli", *command], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for(ready, child)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert (child.returncode, err, out) == (130, says, "")
+
+
+def test_a_program_that_imports_gradlog_keeps_pythons_sigint_handler():
+    done = subprocess.run([sys.executable, "-c", "import signal, gradlog, gradlog.cli; "
+                           "print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.stdout == "True\n", done.stderr
+
+
+# A finalizer runs (a cycle freed by the collector) while the signal arrives, then the file
+# sleeps at import: the Interrupted raised inside the finalizer is one Python drops
+IN_A_FINALIZER = """
+import gc, os, time
+from gradlog.examples.shapes import Options, build
+
+
+class Held:
+    def __del__(self):
+        open(os.environ["GRADLOG_TEST_READY"], "w").close()
+        time.sleep(5)
+
+
+a, b = Held(), Held()
+a.other, b.other = b, a
+del a, b
+gc.collect()
+time.sleep(60)
+"""
+
+
+def test_a_signal_inside_a_finalizer_during_start_up_still_stops_it(tmp_path):
+    example = tmp_path / "finalizer.py"
+    example.write_text(IN_A_FINALIZER)
+    ready, run_dir = tmp_path / "ready", tmp_path / "run"
+    env = dict(os.environ, GRADLOG_TEST_READY=str(ready))
+    child = subprocess.Popen([sys.executable, "-m", "gradlog.cli", "train", str(example),
+                              "--no-default-plugins", "--logdir", str(run_dir)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        _wait_for(ready, child)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)  # not the 60 s the file sleeps after
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert child.returncode == 130, err
+    assert err == "SIGINT: interrupted while starting; nothing was trained\n"
+    assert out == "" and not run_dir.exists()
