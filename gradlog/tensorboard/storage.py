@@ -49,9 +49,10 @@ PROCESS_LOCAL_PROTOCOLS = ("memory",)
 RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0)  # seconds between the 5 tries of one upload
 SEGMENT_BYTES = 8 << 20  # a segment is closed once it holds this much
 _unpack_length = struct.Struct("<Q").unpack_from
-# Errors no retry can mend: the bucket or the credentials are wrong.
-_PERMANENT = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError,
-              ImportError, TypeError, ValueError)
+# Errors no retry can mend: the bucket or the credentials are wrong, a conditional create
+# found the object there.
+_PERMANENT = (FileNotFoundError, FileExistsError, PermissionError, IsADirectoryError,
+              NotADirectoryError, ImportError, TypeError, ValueError)
 
 
 def _protocol(location: str) -> str | None:

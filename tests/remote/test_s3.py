@@ -350,3 +350,58 @@ def test_server_stopped_as_the_run_ends_names_the_spool_and_the_sync_command(
 
 def storage_spool(cache, url: str) -> str:
     return str(cache / "gradlog" / "spool" / "s3" / url[len("s3://"):])
+
+
+def test_a_run_directory_on_s3_is_claimed_by_a_conditional_create(bucket, s3_env):
+    """Claims of one s3:// run directory started together: exactly one creates the lock object
+    (S3's If-None-Match), the others are refused naming the holder and the object; a released
+    claim leaves no object; the object of a process of this host that has ended is taken
+    over, another host's is not."""
+    import socket
+    import threading
+
+    from gradlog.train.errors import UserError
+    from gradlog.train.run_lock import RunLock
+    url, key = f"s3://{bucket}/exp/run1", "exp/run1/.gradlog-train.lock"
+    start, outcomes = threading.Barrier(6), []
+
+    def claim() -> None:
+        start.wait(timeout=30)
+        try:
+            outcomes.append(RunLock(url))
+        except UserError as refused:
+            outcomes.append(refused)
+
+    threads = [threading.Thread(target=claim) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    held = [o for o in outcomes if isinstance(o, RunLock)]
+    refusals = {str(o) for o in outcomes if isinstance(o, UserError)}
+    assert len(outcomes) == 6 and len(held) == 1, outcomes
+    assert refusals == {
+        f"{url} is in use by another gradlog train (pid {os.getpid()} on "
+        f"{socket.gethostname()}), which holds it until it ends; choose another --logdir, or "
+        f"--resume it once that run has ended (if that process is no longer running, delete "
+        f"{url}/.gradlog-train.lock)"}
+    client = __import__("boto3").client("s3")
+    body = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    assert re.fullmatch(rf"pid {os.getpid()} on {re.escape(socket.gethostname())}\n"
+                        r"[0-9a-f]{32}\n", body), body
+    held[0].release()
+    assert "Contents" not in client.list_objects_v2(Bucket=bucket, Prefix="exp/run1")
+
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True, timeout=60)
+    client.put_object(Bucket=bucket, Key=key,
+                      Body=f"pid {ended.stdout.strip()} on {socket.gethostname()}\nx\n".encode())
+    again = RunLock(url)  # its process has ended: taken over
+    body = client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    assert body.startswith(f"pid {os.getpid()} on {socket.gethostname()}\n"), body
+    again.release()
+    client.put_object(Bucket=bucket, Key=key, Body=b"pid 1 on another-host\nx\n")
+    with pytest.raises(UserError, match=r"\(pid 1 on another-host\), which holds it"):
+        RunLock(url)  # another host's process: only its host can tell whether it runs
+    assert client.get_object(Bucket=bucket, Key=key)["Body"].read() == \
+        b"pid 1 on another-host\nx\n"

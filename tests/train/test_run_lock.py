@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 from train_helpers import TINY, scalars
 
+from gradlog.tensorboard import storage
 from gradlog.train.errors import UserError
 from gradlog.train.run_lock import LOCK_NAME, RunLock
 
@@ -137,3 +138,37 @@ def test_a_resume_while_another_command_holds_the_run_is_refused(tmp_path):
     resumed = CliRunner().invoke(main, ["train", "--resume", str(run_dir), "--epochs", "2",
                                         "-q"])
     assert resumed.exit_code == 0, resumed.output
+
+
+def test_a_url_without_a_conditional_create_is_checked_then_written(tmp_path):
+    """fsspec's memory:// has no conditional create (fsspec's own ``mode="create"`` checks,
+    then writes), and a backend may ignore the mode and overwrite: the claim checks that no
+    lock object exists before it writes one, so a second claim is refused all the same, and
+    the object goes when the claim is released."""
+    fsspec = pytest.importorskip("fsspec")
+    from fsspec.implementations.memory import MemoryFileSystem
+
+    class Overwriting(MemoryFileSystem):
+        """A backend without a conditional create: ``mode`` ignored, the object replaced."""
+
+        protocol = "gradlog-test-overwriting"
+
+        def pipe_file(self, path, value, mode="overwrite", **kwargs):
+            super().pipe_file(path, value, **kwargs)
+
+    fsspec.register_implementation(Overwriting.protocol, Overwriting, clobber=True)
+    for protocol in ("memory", Overwriting.protocol):
+        url = f"{protocol}://gradlog-tests/{tmp_path.name}/run"
+        fs, key = storage.filesystem(f"{url}/{LOCK_NAME}")
+        lock = RunLock(url)
+        try:
+            first = fs.cat_file(key)
+            with pytest.raises(UserError) as refused:
+                RunLock(url)
+            assert str(refused.value).startswith(
+                f"{url} is in use by another gradlog train (pid {os.getpid()} on ")
+            assert fs.cat_file(key) == first
+        finally:
+            lock.release()
+        assert not fs.exists(key)
+        RunLock(url).release()  # free again
