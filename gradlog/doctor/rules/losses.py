@@ -1,0 +1,92 @@
+"""Rules over the training and validation losses: no progress, and overfitting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..findings import Finding
+from ..trace import Series, Trace
+from .base import Rule, round_sig
+
+
+@dataclass(frozen=True)
+class NotDecreasing:
+    decrease: float = 0.1  # the loss must fall by this fraction of its start ...
+    within: int = 100      # ... within this many logged points
+    window: int = 10       # points averaged (the loss of one batch is noisy)
+
+
+def _window_means(s: Series, window: int) -> np.ndarray:
+    finite = np.where(np.isfinite(s.values), s.values, np.nan)
+    kernel = np.ones(window) / window
+    return np.convolve(finite, kernel, mode="valid")  # NaN where a window holds a NaN
+
+
+def not_decreasing(trace: Trace, t: NotDecreasing) -> Finding | None:
+    loss = trace.statistic("loss").get("")
+    if loss is None or loss.values.size < max(t.within, t.window + 1):
+        return None
+    means = _window_means(loss, t.window)[:t.within - t.window + 1]
+    if np.isnan(means).any():
+        return None  # non-finite losses are the nonfinite rule's
+    start, best = float(means[0]), float(np.min(means))
+    if best <= start - t.decrease * abs(start):
+        return None
+    return Finding(
+        "loss_not_decreasing", [], int(loss.steps[0]),
+        {"loss_start": round_sig(start), "loss_best": round_sig(best),
+         "required_decrease": t.decrease, "within_points": t.within, "window": t.window},
+        f"in its first {t.within} logged points the loss went from {start:.4g} to at best "
+        f"{best:.4g} (means of {t.window}), less than a {t.decrease:.0%} decrease",
+        tags=trace.tags_of("loss"))
+
+
+@dataclass(frozen=True)
+class Overfitting:
+    rise: float = 0.1    # validation loss this fraction above its lowest ...
+    patience: int = 3    # ... at this many validation points in a row ...
+    # ... while the training loss at those points is below its value at the lowest one
+
+
+def overfitting(trace: Trace, t: Overfitting) -> Finding | None:
+    val = trace.statistic("val_loss").get("")
+    train = trace.statistic("loss").get("")
+    if val is None or train is None or val.values.size < t.patience + 1:
+        return None
+    values = np.where(np.isfinite(val.values), val.values, np.inf)
+    low = int(np.argmin(values))
+    after = values[low + 1:]
+    above = np.flatnonzero(after > (1 + t.rise) * values[low])
+    if above.size < t.patience or (np.diff(above[:t.patience]) != 1).any():
+        return None
+
+    def train_near(step: int) -> float:  # the training loss of the last points up to step
+        upto = train.values[train.steps <= step][-10:]
+        return float(np.mean(upto)) if upto.size else np.nan
+
+    low_step = int(val.steps[low])
+    end_step = int(val.steps[low + 1 + above[t.patience - 1]])
+    train_low, train_end = train_near(low_step), train_near(end_step)
+    if not train_end < train_low:
+        return None
+    return Finding(
+        "overfitting", [], low_step,
+        {"val_loss_lowest": round_sig(float(values[low])), "val_loss_now":
+         round_sig(float(values[low + 1 + above[t.patience - 1]])),
+         "train_loss_at_lowest": round_sig(train_low), "train_loss_now": round_sig(train_end),
+         "rise": t.rise, "patience": t.patience},
+        f"the validation loss was lowest at step {low_step} ({values[low]:.4g}) and has risen "
+        f"more than {t.rise:.0%} since, while the training loss went on falling",
+        tags=trace.tags_of("val_loss") + trace.tags_of("loss"))
+
+
+RULES = (
+    Rule("loss_not_decreasing", NotDecreasing(), not_decreasing,
+         "check that labels match inputs and the loss suits the targets, try a learning rate "
+         "10x larger or smaller, and overfit one small batch first"),
+    Rule("overfitting", Overfitting(), overfitting,
+         "more data or augmentation, weight decay or dropout, a smaller model, or stop at the "
+         "step of the lowest validation loss"),
+)
