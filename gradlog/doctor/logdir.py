@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from ..tensorboard.reader import read_records
 from .trace import Trace
@@ -43,13 +43,17 @@ def run_directories(logdir: str) -> list[str]:
 
 
 def read_trace(run_dir: str) -> Trace:
-    """The scalars and texts of the event files directly in ``run_dir``, in file order (a
-    later file's value of a step replaces an earlier one's, as after a resume)."""
+    """The scalars and texts of the event files directly in ``run_dir``, in file order, as
+    TensorBoard shows them after a resume: a ``SessionLog.START`` at step T (what a writer
+    with ``purge_step=T`` writes first) hides the earlier points at steps ``>= T``, and a later
+    value of a step replaces an earlier one."""
     trace = Trace()
     kinds: dict[str, str] = {}  # tag -> plugin name, from the first event that carries it
     for path in _event_files(run_dir):
         for payload in read_records(path):
             event = Event.FromString(payload)
+            if event.HasField("session_log") and event.session_log.status == SessionLog.START:
+                trace.purge(event.step)
             if not event.HasField("summary"):
                 continue
             for value in event.summary.value:

@@ -64,6 +64,12 @@ class Trace:
     def add_text(self, tag: str, step: int, text: str) -> None:
         self.texts.setdefault(tag, {})[int(step)] = text
 
+    def purge(self, step: int) -> None:
+        """Forget every point at ``step`` or later: a resumed run starts again there."""
+        for points in (*self.scalars.values(), *self.texts.values()):
+            for late in [s for s in points if s >= step]:
+                del points[late]
+
     def statistic(self, name: str) -> dict[str, Series]:
         """``{layer: Series}`` of the statistic ``name`` (the layer ``""`` for a statistic of
         the whole run). Where several tags give one layer's values, the first pattern of
