@@ -3,12 +3,13 @@ layers, since which step, on what evidence, and what to try), over the statistic
 plugins log. ``gradlog doctor LOGDIR`` runs it offline on event files; the ``doctor`` plugin
 runs it live."""
 
-from .findings import KINDS, Finding, format_table, to_json
+from .findings import KINDS, Finding, format_table, report_json, report_text, to_json
 from .logdir import DoctorError, read_trace, run_directories
-from .rules import RULES, diagnose, rules_with
+from .rules import RULES, diagnose, parse_override, rules_with
 from .trace import STATISTICS, Series, Trace
 
-__all__ = ["KINDS", "Finding", "format_table", "to_json", "DoctorError", "read_trace",
+__all__ = ["KINDS", "Finding", "format_table", "report_json", "report_text", "to_json",
+           "parse_override", "DoctorError", "read_trace",
            "run_directories", "RULES", "diagnose", "rules_with", "STATISTICS", "Series",
            "Trace", "diagnose_logdir"]
 

@@ -79,3 +79,19 @@ def format_table(findings: list[Finding]) -> str:
         if f.advice:
             lines.append(f"    try: {f.advice}")
     return "\n".join(lines) + "\n"
+
+
+def report_json(results: dict[str, list[Finding]]) -> str:
+    """``{"findings": [...]}`` of every run in ``results`` (``{run name: findings}``); with
+    several runs each finding also names its ``run``."""
+    several = len(results) > 1
+    return json.dumps({"findings": [{**f.to_dict(), **({"run": run} if several else {})}
+                                    for run, findings in results.items()
+                                    for f in findings]}, indent=2)
+
+
+def report_text(results: dict[str, list[Finding]]) -> str:
+    """The table of each run, under its name when there are several."""
+    if len(results) == 1:
+        return format_table(next(iter(results.values())))
+    return "\n".join(f"run {run}\n{format_table(findings)}" for run, findings in results.items())

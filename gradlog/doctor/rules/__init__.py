@@ -7,7 +7,7 @@ from ..trace import Trace
 from . import activations, gradients, losses, updates
 from .base import Rule
 
-__all__ = ["Rule", "RULES", "rules_with", "diagnose"]
+__all__ = ["Rule", "RULES", "rules_with", "parse_override", "diagnose"]
 
 RULES: dict[str, Rule] = {rule.kind: rule for rule in (
     gradients.RULES + updates.RULES + activations.RULES + losses.RULES)}
@@ -22,6 +22,21 @@ def rules_with(overrides: dict[str, dict] | None = None) -> dict[str, Rule]:
     if unknown:
         raise ValueError(f"no doctor rule {unknown[0]!r}; the rules: {', '.join(RULES)}")
     return {kind: rule.with_options(overrides.get(kind, {})) for kind, rule in RULES.items()}
+
+
+def parse_override(text: str) -> tuple[str, str, float]:
+    """``"KIND.KEY=VALUE"`` (e.g. ``vanishing_gradient.relative=1e-3``) as ``(kind, key,
+    number)``; a ValueError says what is wrong."""
+    name, sep, value = text.partition("=")
+    kind, dot, key = name.strip().partition(".")
+    if not sep or not dot or not key:
+        raise ValueError(f"expected KIND.KEY=VALUE (e.g. vanishing_gradient.relative=1e-3), "
+                         f"got {text!r}")
+    try:
+        number = float(value) if any(c in value for c in ".eE") else int(value)
+    except ValueError:
+        raise ValueError(f"{name}: {value!r} is not a number") from None
+    return kind, key, number
 
 
 def diagnose(trace: Trace, rules: dict[str, Rule] | None = None) -> list[Finding]:
