@@ -20,9 +20,9 @@ class Series(NamedTuple):
 
 
 # statistic -> tag patterns; the ``layer`` group names the layer (no group: the whole run).
-# The first pattern of a statistic is the doctor's own tag (what the live doctor logs).
+# Where the live doctor logs a statistic itself, its ``doctor/...`` tag comes first.
 STATISTICS: dict[str, tuple[str, ...]] = {
-    "loss": (r"doctor/loss", r"train/loss", r"train_loss", r"loss", r"Loss/train"),
+    "loss": (r"train/loss", r"train_loss", r"loss", r"Loss/train"),
     "val_loss": (r"val/loss", r"val_loss", r"Loss/val", r"validation/loss"),
     "grad_norm_global": (r"doctor/grad_norm", r"grad-norm/global", r"grad_2\.0_norm_total"),
     "grad_norm": (r"doctor/grad_norm/(?P<layer>.+)", r"grad-norm/(?P<layer>(?!global$).+)",
@@ -35,6 +35,8 @@ STATISTICS: dict[str, tuple[str, ...]] = {
                            r"activation-stats/(?P<layer>.+)/saturated_fraction"),
     "activation_std": (r"doctor/activation_std/(?P<layer>.+)",
                        r"activation-stats/(?P<layer>.+)/std"),
+    "carried_over": (r"doctor/grad_carried_over",),  # 1: .grad not zero before backward
+    "missing_grad": (r"doctor/no_grad/(?P<layer>.+)",),  # 1: in the optimizer, grad None
     "nonfinite_steps": (r"doctor/nonfinite_steps", r"nan-guard/nonfinite_steps",
                         r"grad-clip/nonfinite_steps"),
 }

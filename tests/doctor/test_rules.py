@@ -116,10 +116,14 @@ def test_overfitting_from_the_lowest_validation_loss_while_training_improves():
     trace = Trace()
     for step in range(100):
         trace.add_scalar("train/loss", step, 1.0 - step / 200)
-    for step, v in zip(range(0, 100, 10), [1.0, 0.8, 0.7, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.1]):
+    for step, v in zip(range(0, 100, 10), [1.0, 0.8, 0.7, 0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 0.5]):
         trace.add_scalar("val/loss", step, v)
-    found = kinds(trace)["overfitting"]
+    found = kinds(trace)["overfitting"]  # a later, lower minimum does not undo it
     assert found.first_step == 30 and found.evidence["val_loss_lowest"] == 0.6
+    assert found.evidence["val_loss_now"] == 1.0
+    bump = Trace(scalars={**trace.scalars, "val/loss": {0: 1.0, 10: 0.6, 20: 0.7, 30: 0.7,
+                                                        40: 0.7, 50: 0.7, 60: 0.6}})
+    assert "overfitting" not in kinds(bump)  # four points above: patience is five
     flat_train = Trace(scalars={**trace.scalars, "train/loss": {s: 1.0 for s in range(100)}})
     assert "overfitting" not in kinds(flat_train)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,6 +71,24 @@ def _baseline(s: Series, points: int) -> float | None:
     return float(finite.min()) if finite.size else None
 
 
+def _explosion(values: np.ndarray, limit: float, patience: int) -> int | None:
+    """Where the norm first goes above ``limit`` (finite) and stays above it for ``patience``
+    points, or until it overflows to Inf or NaN: an explosion that ends in an overflow
+    sooner is one too. (A NaN with no finite rise before it is the nonfinite rule's.)"""
+    run_start, count = None, 0
+    for i, value in enumerate(values.tolist()):
+        if math.isfinite(value) and value > limit:
+            run_start = i if run_start is None else run_start
+            count += 1
+        elif not math.isfinite(value) and run_start is not None:
+            return run_start
+        else:
+            run_start, count = None, 0
+        if count >= patience:
+            return run_start
+    return None
+
+
 def exploding(trace: Trace, t: Exploding) -> Finding | None:
     total = trace.statistic("grad_norm_global").get("")
     if total is None or total.values.size < t.baseline + t.patience:
@@ -77,8 +96,7 @@ def exploding(trace: Trace, t: Exploding) -> Finding | None:
     base = _baseline(total, t.baseline)
     if base is None:
         return None
-    above = np.isfinite(total.values) & (total.values > t.factor * base)
-    start = first_sustained(above, t.patience)
+    start = _explosion(total.values, t.factor * base, t.patience)
     if start is None:
         return None
     step, value = int(total.steps[start]), float(total.values[start])
@@ -146,9 +164,21 @@ class NotZeroed:
     points: int = 20         # ... over its first this many logged points ...
     rising: float = 0.9      # ... rising between this fraction of consecutive points ...
     linearity: float = 0.95  # ... and nearly in a straight line (R^2 of norm vs step)
+    patience: int = 3        # (doctor/grad_carried_over: logged points in a row)
 
 
 def not_zeroed(trace: Trace, t: NotZeroed) -> Finding | None:
+    carried = trace.statistic("carried_over").get("")
+    if carried is not None:  # the live doctor saw it directly
+        start = first_sustained(carried.values == 1, t.patience)
+        if start is None:
+            return None
+        return Finding(
+            "gradients_not_zeroed", [], int(carried.steps[start]),
+            {"grad_before_backward": "not zero", "patience": t.patience},
+            f"the gradients still held the previous step's values when backward began, "
+            f"at {t.patience} logged steps in a row: they add up from step to step",
+            tags=trace.tags_of("carried_over"))
     total = trace.statistic("grad_norm_global").get("")
     if total is None or total.values.size < t.points:
         return None

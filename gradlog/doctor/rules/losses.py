@@ -45,40 +45,47 @@ def not_decreasing(trace: Trace, t: NotDecreasing) -> Finding | None:
 
 @dataclass(frozen=True)
 class Overfitting:
-    rise: float = 0.1    # validation loss this fraction above its lowest ...
-    patience: int = 3    # ... at this many validation points in a row ...
-    # ... while the training loss at those points is below its value at the lowest one
+    rise: float = 0.1    # validation loss this fraction above its lowest so far ...
+    patience: int = 5    # ... at this many validation points in a row ...
+    # ... while the training loss there is below its value at the lowest validation point
 
 
 def overfitting(trace: Trace, t: Overfitting) -> Finding | None:
+    """Read point by point, as the live doctor sees the run grow: the same answer for a
+    finished run as for the run when it first showed."""
     val = trace.statistic("val_loss").get("")
     train = trace.statistic("loss").get("")
-    if val is None or train is None or val.values.size < t.patience + 1:
-        return None
-    values = np.where(np.isfinite(val.values), val.values, np.inf)
-    low = int(np.argmin(values))
-    after = values[low + 1:]
-    above = np.flatnonzero(after > (1 + t.rise) * values[low])
-    if above.size < t.patience or (np.diff(above[:t.patience]) != 1).any():
+    if val is None or train is None:
         return None
 
-    def train_near(step: int) -> float:  # the training loss of the last points up to step
+    def train_near(step: int) -> float:  # the mean training loss of the last points to step
         upto = train.values[train.steps <= step][-10:]
         return float(np.mean(upto)) if upto.size else np.nan
 
-    low_step = int(val.steps[low])
-    end_step = int(val.steps[low + 1 + above[t.patience - 1]])
-    train_low, train_end = train_near(low_step), train_near(end_step)
-    if not train_end < train_low:
+    low, run = None, 0
+    for i, value in enumerate(val.values.tolist()):
+        if not np.isfinite(value):
+            return None  # the nonfinite rule's
+        if low is None or value < val.values[low]:
+            low, run = i, 0
+            continue
+        rising = value > (1 + t.rise) * val.values[low] and \
+            train_near(int(val.steps[i])) < train_near(int(val.steps[low]))
+        run = run + 1 if rising else 0
+        if run >= t.patience:
+            break
+    else:
         return None
+    low_step, now_step = int(val.steps[low]), int(val.steps[i])
+    lowest = float(val.values[low])
     return Finding(
         "overfitting", [], low_step,
-        {"val_loss_lowest": round_sig(float(values[low])), "val_loss_now":
-         round_sig(float(values[low + 1 + above[t.patience - 1]])),
-         "train_loss_at_lowest": round_sig(train_low), "train_loss_now": round_sig(train_end),
-         "rise": t.rise, "patience": t.patience},
-        f"the validation loss was lowest at step {low_step} ({values[low]:.4g}) and has risen "
-        f"more than {t.rise:.0%} since, while the training loss went on falling",
+        {"val_loss_lowest": round_sig(lowest), "val_loss_now": round_sig(value),
+         "train_loss_at_lowest": round_sig(train_near(low_step)),
+         "train_loss_now": round_sig(train_near(now_step)), "rise": t.rise,
+         "patience": t.patience},
+        f"the validation loss was lowest at step {low_step} ({lowest:.4g}) and has stayed "
+        f"more than {t.rise:.0%} above it since, while the training loss went on falling",
         tags=trace.tags_of("val_loss") + trace.tags_of("loss"))
 
 

@@ -107,13 +107,21 @@ def frozen(trace: Trace, t: Frozen) -> Finding | None:
             onsets[module] = int(steps[0])
             evidence[module] = {"update_ratio": 0.0,
                                 "grad_norm_median": round_sig(float(np.median(with_grad)))}
+    for parameter, s in trace.statistic("missing_grad").items():  # never a gradient
+        if s.values.size >= t.patience and (s.values == 1).all():
+            onsets[parameter] = int(s.steps[0])
+            evidence[parameter] = {"grad": None}
     if not onsets:
         return None
     layers = sorted(onsets, key=lambda layer: (onsets[layer], layer))
+    still = [layer for layer in layers if "update_ratio" in evidence[layer]]
+    unused = [layer for layer in layers if layer not in still]
+    words = [f"{', '.join(still)} receive gradients but never change" if still else "",
+             f"{', '.join(unused)} are in the optimizer but never receive a gradient"
+             if unused else ""]
     return Finding("frozen_layer", layers, min(onsets.values()),
                    {"layers": evidence, "patience": t.patience},
-                   f"{', '.join(layers)} receive gradients but never change (an update ratio "
-                   f"of exactly 0 at {t.patience}+ logged points)",
+                   "; ".join(w for w in words if w) + f" (at {t.patience}+ logged points)",
                    tags=trace.tags_of("update_ratio") + trace.tags_of("grad_norm"))
 
 

@@ -1,0 +1,292 @@
+"""The ``doctor`` plugin: the doctor's rules, live. It measures what the rules read (gradient
+norms, update ratios, activation statistics) every N steps, logs them under ``doctor/...``
+tags (so ``gradlog doctor LOGDIR`` reads the same numbers afterwards), and reports each
+finding once, when it first shows."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from gradlog_plugins.activation_stats import RECTIFIERS, SATURATING, unit_stats
+
+from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with
+from gradlog.doctor.trace import NONFINITE_TEXT
+from gradlog.plugin import Plugin, StopTraining
+
+
+@dataclass
+class Options:
+    every: int = field(default=10, metadata={
+        "help": "measure gradient norms, update ratios and activations every N steps", "min": 1})
+    check_every: int = field(default=100, metadata={
+        "help": "apply the rules every N steps (and at the end of training)", "min": 1})
+    action: Literal["warn", "stop"] = field(default="warn", metadata={
+        "help": "on a finding: 'warn' (one console line, text doctor/findings) or 'stop' "
+                "(also end the run cleanly: gradlog train saves a checkpoint)"})
+    stop_on: list[str] = field(default_factory=list, metadata={
+        "help": "kinds that stop the run even with action=warn, e.g. [\"nonfinite\"]"})
+    ignore: list[str] = field(default_factory=list, metadata={
+        "help": "kinds not reported"})
+    thresholds: dict = field(default_factory=dict, metadata={
+        "help": "per rule, thresholds to replace, e.g. "
+                "{vanishing_gradient={relative=1e-3}} (see the README)"})
+
+
+def _owner(parameter: str) -> str:
+    return parameter.rpartition(".")[0] or "root"
+
+
+class Doctor(Plugin):
+    """Names what is wrong with the run, where, since when, and what to try.
+
+    Every ``every`` steps it measures, from the training step itself: the gradient norm of
+    each module (``doctor/grad_norm/<module>``, and ``doctor/grad_norm`` of all), each
+    parameter's update ratio ||dw||/||w|| (``doctor/update_ratio/<param>``), the std and the
+    dead (ReLU family) or saturated (tanh, sigmoid) fraction of each activation module's
+    output, and which optimizer parameters got no gradient. Every step it reads the loss
+    and checks the first and last parameters' gradients for NaN/Inf: on the first
+    non-finite step it finds the origin before the update is applied (the first module
+    whose output is non-finite when the batch is passed again, in an internal pass, or else
+    the first parameter in backward order whose gradient is) and logs it to
+    ``doctor/nonfinite``. The rules run every ``check_every`` steps and at the end; each
+    finding is printed once, logged to the text ``doctor/findings``, and with
+    ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly.
+    """
+
+    name = "doctor"
+    kind = "observer"
+    order = 100
+    Options = Options
+    touches = ("gradients after backward", "parameters before and after the step (every N)",
+               "module forward hooks (every N steps, and one internal pass on a NaN)")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        o = self.options
+        for kinds in (o.stop_on, o.ignore):
+            unknown = sorted(set(kinds) - set(KINDS))
+            if unknown:
+                raise ValueError(f"doctor: no finding kind {unknown[0]!r}; the kinds: "
+                                 f"{', '.join(KINDS)}")
+        self.rules = rules_with(o.thresholds)
+        self.trace = Trace()
+        self.findings: dict[str, Finding] = {}
+        self._batch: Any = None
+        self._before: dict[str, np.ndarray] = {}
+        self._acts: dict[str, dict[str, float]] = {}
+        self._handles: list = []
+        self._nonfinite_seen = False
+        self._first_backward = True
+        self._carried: float | None = None
+
+    def setup(self, run: Any) -> None:
+        self._params = list(run.model.named_parameters())
+        self._watch = [p for _, p in self._params if p.requires_grad]
+        self._watch = self._watch[:1] + self._watch[-1:] if self._watch else []
+        in_optimizer = {id(p) for g in run.optimizer.param_groups for p in g["params"]} \
+            if run.optimizer is not None else set()
+        self._optimized = [(n, p) for n, p in self._params if id(p) in in_optimizer]
+        self._activations = [(name, module, SATURATING.get(type(module).__name__))
+                             for name, module in run.model.named_modules()
+                             if type(module).__name__ in RECTIFIERS
+                             or type(module).__name__ in SATURATING]
+        self._modules = list(run.model.named_modules())
+        if self._optimized:  # the first parameter backward reaches, usually
+            probe = self._optimized[-1][1]
+            run.hooks.register_hook(probe, self._carry_check(run, probe))
+
+    def _carry_check(self, run: Any, param: Any) -> Any:
+        """A tensor hook: it runs before the incoming gradient is added to ``.grad``, so at
+        the step's first backward ``.grad`` should be None or zero (zero_grad was called)."""
+        def hook(grad: Any) -> None:
+            if self._first_backward and run.phase == "train" and self._due(run):
+                held = param.grad
+                self._carried = float(held is not None
+                                      and run.engine.norms([held])[0] != 0.0)
+            self._first_backward = False
+        return hook
+
+    def _due(self, run: Any) -> bool:
+        return run.step % self.options.every == 0
+
+    # -- events -------------------------------------------------------------------------------
+    def on_batch_start(self, run: Any, batch: Any) -> None:
+        self._batch = batch
+        if self._due(run) and run.phase == "train":
+            for name, module, saturation in self._activations:
+                self._handles.append(run.hooks.register_forward_hook(
+                    module, self._activation_hook(run, name or "root", saturation)))
+
+    def on_after_backward(self, run: Any) -> None:
+        self._remove_hooks(run)
+        if not self._nonfinite_seen and self._watch:
+            norms = run.engine.norms([p.grad for p in self._watch if p.grad is not None])
+            if not all(math.isfinite(n) for n in norms):
+                self._find_nonfinite_origin(run)
+
+    def on_before_optimizer_step(self, run: Any) -> None:
+        if not self._due(run):
+            return
+        step = run.step
+        by_module: dict[str, list[float]] = {}
+        present = [(n, p) for n, p in self._params if p.grad is not None]
+        norms = run.engine.norms([p.grad for _, p in present])
+        for (n, _), norm in zip(present, norms):
+            by_module.setdefault(_owner(n), []).append(norm)
+        for module, parts in by_module.items():
+            self._log(run, f"doctor/grad_norm/{module}", _l2(parts), step)
+        self._log(run, "doctor/grad_norm", _l2(norms), step)
+        for n, p in self._optimized:
+            self._log(run, f"doctor/no_grad/{n}", float(p.grad is None), step)
+        if self._carried is not None:
+            self._log(run, "doctor/grad_carried_over", self._carried, step)
+            self._carried = None
+        self._before = {n: np.array(run.engine.to_numpy(p), dtype=np.float64)
+                        for n, p in self._params}
+
+    def on_after_optimizer_step(self, run: Any) -> None:
+        self._first_backward = True
+        if not self._before:
+            return
+        for n, p in self._params:
+            before = self._before[n]
+            size = float(np.linalg.norm(before))
+            if size > 0:
+                change = np.asarray(run.engine.to_numpy(p), dtype=np.float64) - before
+                self._log(run, f"doctor/update_ratio/{n}", float(np.linalg.norm(change)) / size,
+                          run.step)
+        self._before = {}
+
+    def on_batch_end(self, run: Any, metrics: dict) -> None:
+        self._remove_hooks(run)
+        loss = metrics.get("train/loss", metrics.get("loss"))
+        if loss is not None:
+            value = float(run.engine.to_numpy(loss)) if run.engine.is_tensor(loss) else float(loss)
+            self.trace.add_scalar("train/loss", run.step, value)
+        if run.step % self.options.check_every == 0:
+            self._check(run)
+
+    def on_validation_end(self, run: Any, metrics: dict) -> None:
+        loss = metrics.get("val/loss", metrics.get("val_loss"))
+        if loss is not None:
+            self.trace.add_scalar("val/loss", run.step, float(loss))
+
+    def on_train_end(self, run: Any) -> None:
+        self._remove_hooks(run)
+        self._check(run, final=True)
+
+    # -- measuring ----------------------------------------------------------------------------
+    def _log(self, run: Any, tag: str, value: float, step: int) -> None:
+        self.trace.add_scalar(tag, step, value)
+        run.log_scalar(tag, value, step=step)
+
+    def _activation_hook(self, run: Any, name: str, saturation: Any) -> Any:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            if run.phase != "train" or name in self._acts \
+                    or isinstance(output, (tuple, list, dict)):
+                return
+            stats = unit_stats(run.engine.to_numpy(output), saturation)
+            self._acts[name] = stats
+            for key, tag in (("std", "activation_std"), ("dead_fraction", "dead_fraction"),
+                             ("saturated_fraction", "saturated_fraction")):
+                if key in stats:
+                    self._log(run, f"doctor/{tag}/{name}", stats[key], run.step)
+        return hook
+
+    def _remove_hooks(self, run: Any) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            run.hooks.remove(handle)
+        self._acts = {}
+
+    def _find_nonfinite_origin(self, run: Any) -> None:
+        """Where the first non-finite value came from: the first module whose output is
+        non-finite when this batch is passed again (parameters are still those of the failed
+        step), else the first parameter in backward order with a non-finite gradient."""
+        self._nonfinite_seen = True
+        step, origin = run.step, self._forward_origin(run)
+        if origin is not None:
+            layers, evidence = [origin], {"where": "forward", "module": origin}
+            message = (f"the output of {origin} became NaN/Inf in the forward pass at step "
+                       f"{step}, its inputs finite")
+        else:
+            bad = [n for n, p in reversed(self._params) if p.grad is not None
+                   and not all(math.isfinite(v) for v in run.engine.norms([p.grad]))]
+            module = _owner(bad[0]) if bad else ""
+            layers = [module] if module else []
+            evidence = {"where": "backward", "parameter": bad[0] if bad else None,
+                        "nonfinite_parameters": len(bad)}
+            message = (f"the gradient became NaN/Inf at step {step}, first (in backward "
+                       f"order) at {bad[0] if bad else '?'}; the forward outputs were finite, "
+                       "so the loss or its gradient is where it began")
+        self.trace.add_text(NONFINITE_TEXT, step, json.dumps(
+            {"layers": layers, "evidence": evidence, "message": message}))
+        run.log_text(NONFINITE_TEXT, json.dumps({"layers": layers, "evidence": evidence,
+                                                 "message": message}), step=step)
+        self._check(run)
+
+    def _forward_origin(self, run: Any) -> str | None:
+        inputs = self._batch[0] if isinstance(self._batch, (tuple, list)) else self._batch
+        if inputs is None:
+            return None
+        found: list[str] = []
+
+        def hook(name: str) -> Any:
+            def check(module: Any, args: Any, output: Any) -> None:
+                if found or isinstance(output, (tuple, list, dict)):
+                    return
+                if not np.isfinite(run.engine.to_numpy(output)).all() and all(
+                        np.isfinite(run.engine.to_numpy(a)).all() for a in args
+                        if run.engine.is_tensor(a)):
+                    found.append(name)
+            return check
+
+        handles = [run.hooks.register_forward_hook(m, hook(n or "root"))
+                   for n, m in self._modules]
+        try:
+            with run.internal_pass("doctor"), run.engine.no_grad():
+                run.model(inputs)
+        finally:
+            for h in handles:
+                run.hooks.remove(h)
+        return found[0] if found else None
+
+    # -- findings -----------------------------------------------------------------------------
+    def _check(self, run: Any, final: bool = False) -> None:
+        stop = []
+        for finding in diagnose(self.trace, self.rules):
+            if finding.kind in self.findings or finding.kind in self.options.ignore:
+                continue
+            self.findings[finding.kind] = finding
+            if run.rank == 0:
+                print(finding.line(), file=sys.stderr, flush=True)
+            run.log_text("doctor/findings", _markdown(finding), step=finding.first_step)
+            if self.options.action == "stop" or finding.kind in self.options.stop_on:
+                stop.append(finding)
+        if stop and not final:
+            raise StopTraining(f"doctor: {stop[0].kind} ({stop[0].message})")
+
+    def summary(self) -> str:
+        """The end-of-run summary ``gradlog train`` prints: one line per finding."""
+        if not self.findings:
+            return "doctor: no findings"
+        return "\n".join(f.line() for f in self.findings.values())
+
+    def state_dict(self) -> dict:
+        return {"reported": sorted(self.findings)}
+
+
+def _l2(norms: list[float]) -> float:
+    return float(np.sqrt(np.sum(np.square(np.asarray(norms, dtype=np.float64)))))
+
+
+def _markdown(finding: Finding) -> str:
+    layers = ", ".join(f"`{layer}`" for layer in finding.layers) or "the whole run"
+    return (f"**{finding.kind}** in {layers} since step {finding.first_step}: "
+            f"{finding.message}. Try: {finding.advice}\n\n"
+            f"evidence: `{json.dumps(finding.to_dict()['evidence'])}`")
