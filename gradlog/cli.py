@@ -98,7 +98,7 @@ def main() -> None:
 @click.option("-p", "--plugin", "plugins", multiple=True, callback=_check_specs,
               metavar="NAME[:key=value,...]", help="Enable a plugin (repeatable).")
 @click.option("--no-default-plugins", "no_default_plugins", is_flag=True, default=None,
-              help="Do not enable nan-guard, histogram, grad-norm and gradcam.")
+              help="Do not enable nan-guard, histogram, grad-norm, gradcam and doctor.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file: [train] settings and [plugins.NAME] tables.")
 @click.option("--strict-plugins", is_flag=True, default=None,

@@ -32,6 +32,8 @@ class Options:
         "help": "kinds that stop the run even with action=warn, e.g. [\"nonfinite\"]"})
     ignore: list[str] = field(default_factory=list, metadata={
         "help": "kinds not reported"})
+    summary: bool = field(default=True, metadata={
+        "help": "print a summary of the findings when training ends"})
     thresholds: dict = field(default_factory=dict, metadata={
         "help": "per rule, thresholds to replace, e.g. "
                 "{vanishing_gradient={relative=1e-3}} (see the README)"})
@@ -179,6 +181,8 @@ class Doctor(Plugin):
     def on_train_end(self, run: Any) -> None:
         self._remove_hooks(run)
         self._check(run, final=True)
+        if self.options.summary and run.rank == 0:
+            print(self.summary(), file=sys.stderr, flush=True)
 
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:
@@ -258,24 +262,30 @@ class Doctor(Plugin):
 
     # -- findings -----------------------------------------------------------------------------
     def _check(self, run: Any, final: bool = False) -> None:
-        stop = []
-        for finding in diagnose(self.trace, self.rules):
-            if finding.kind in self.findings or finding.kind in self.options.ignore:
-                continue
+        new = [f for f in diagnose(self.trace, self.rules)
+               if f.kind not in self.findings and f.kind not in self.options.ignore]
+        if not new:
+            return
+        for finding in new:
             self.findings[finding.kind] = finding
             if run.rank == 0:
                 print(finding.line(), file=sys.stderr, flush=True)
-            run.log_text("doctor/findings", _markdown(finding), step=finding.first_step)
-            if self.options.action == "stop" or finding.kind in self.options.stop_on:
-                stop.append(finding)
+        # one text event per check (TensorBoard keeps one text per tag and step)
+        run.log_text("doctor/findings", "\n\n".join(map(_markdown, new)))
+        stop = [f for f in new
+                if self.options.action == "stop" or f.kind in self.options.stop_on]
         if stop and not final:
             raise StopTraining(f"doctor: {stop[0].kind} ({stop[0].message})")
 
     def summary(self) -> str:
-        """The end-of-run summary ``gradlog train`` prints: one line per finding."""
+        """The end-of-run summary: the findings by first step, or that there were none."""
         if not self.findings:
-            return "doctor: no findings"
-        return "\n".join(f.line() for f in self.findings.values())
+            return "doctor summary: no findings"
+        found = sorted(self.findings.values(), key=lambda f: (f.first_step, f.kind))
+        return "\n".join([f"doctor summary: {len(found)} finding"
+                          f"{'s' * (len(found) != 1)} (gradlog doctor LOGDIR for details)",
+                          *(f"  {f.kind} in {', '.join(f.layers) or 'the whole run'} since "
+                            f"step {f.first_step}" for f in found)])
 
     def state_dict(self) -> dict:
         return {"reported": sorted(self.findings)}
@@ -287,6 +297,6 @@ def _l2(norms: list[float]) -> float:
 
 def _markdown(finding: Finding) -> str:
     layers = ", ".join(f"`{layer}`" for layer in finding.layers) or "the whole run"
-    return (f"**{finding.kind}** in {layers} since step {finding.first_step}: "
+    return (f"- **{finding.kind}** in {layers} since step {finding.first_step}: "
             f"{finding.message}. Try: {finding.advice}\n\n"
             f"evidence: `{json.dumps(finding.to_dict()['evidence'])}`")

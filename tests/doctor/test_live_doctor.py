@@ -62,18 +62,22 @@ def test_live_doctor_finds_each_pathology(engine, build, tmp_path, capsys):
 def test_live_doctor_is_silent_on_healthy_runs_at_its_default_cadence(engine, build, tmp_path,
                                                                      capsys):
     _run(engine, build, tmp_path, plugins=("doctor",))
-    assert "doctor:" not in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "doctor:" not in err and "doctor summary: no findings" in err
     trace = read_trace(str(tmp_path))
     assert "doctor/findings" not in trace.texts
     assert diagnose(trace) == []
     assert any(tag.startswith("doctor/grad_norm/") for tag in trace.scalars)
 
 
-def test_findings_go_to_the_text_tab_once_each(tmp_path):
+def test_findings_go_to_the_text_tab_once_each_and_into_the_summary(tmp_path, capsys):
     _run(gl, lr_100x_too_high, tmp_path)
     texts = read_trace(str(tmp_path)).texts["doctor/findings"]
-    kinds = [text.split("**")[1] for text in texts.values()]
+    kinds = [part.split("**")[1] for text in texts.values() for part in text.split("\n\n- ")]
     assert "exploding_gradient" in kinds and len(kinds) == len(set(kinds))
+    summary = capsys.readouterr().err.split("doctor summary: ")[1].splitlines()
+    assert summary[0] == f"{len(kinds)} findings (gradlog doctor LOGDIR for details)"
+    assert sorted(line.split()[0] for line in summary[1:]) == sorted(kinds)
 
 
 def test_action_stop_ends_the_run_cleanly(tmp_path):
