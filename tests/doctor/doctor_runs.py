@@ -167,7 +167,8 @@ def random_labels(lib, logdir, plugins=PLUGINS):
     x, _ = teacher_data(512)
     y = np.random.default_rng(5).integers(0, 3, 512)
     model = mlp(lib, [8, 16, 3])
-    train(lib, logdir, plugins, model, lib.optim.SGD(model.parameters(), lr=0.05), (x, y))
+    train(lib, logdir, plugins, model, lib.optim.SGD(model.parameters(), lr=0.05), (x, y),
+          steps=300)
     return Expected("loss_not_decreasing", (), 0, 0)
 
 
@@ -228,8 +229,8 @@ def healthy_cnn(lib, logdir, plugins=PLUGINS):
     model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                           nn.Flatten(), nn.Linear(16 * 4 * 4, 4))
-    train(lib, logdir, plugins, model, lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
-          (train_set.images, train_set.labels.astype(np.int64)), steps=150,
+    train(lib, logdir, plugins, model, lib.optim.Adam(model.parameters(), lr=3e-3),
+          (train_set.images, train_set.labels.astype(np.int64)), steps=250,
           val=(val_set.images, val_set.labels.astype(np.int64)))
 
 

@@ -14,7 +14,7 @@ from .base import Rule, round_sig
 @dataclass(frozen=True)
 class NotDecreasing:
     decrease: float = 0.1  # the loss must fall by this fraction of its start ...
-    within: int = 100      # ... within this many logged points
+    within: int = 200      # ... within this many logged points
     window: int = 10       # points averaged (the loss of one batch is noisy)
 
 
