@@ -23,6 +23,7 @@ WORKLOADS = {
     "W6": "memory",
     "W7": "torch_watch",
     "W8": "distributed",
+    "W9": "doctor",
 }
 
 

@@ -78,18 +78,18 @@ class Doctor(Plugin):
         self.rules = rules_with(o.thresholds)
         self.trace = Trace()
         self.findings: dict[str, Finding] = {}
-        self._batch: Any = None
         self._before: dict[str, np.ndarray] = {}
         self._acts: dict[str, dict[str, float]] = {}
         self._handles: list = []
         self._nonfinite_seen = False
-        self._first_backward = True
+        self._nonfinite_step: int | None = None
+        self._bad: list[str] = []
+        self._input: Any = None
         self._carried: float | None = None
+        self._checked = 0
 
     def setup(self, run: Any) -> None:
         self._params = list(run.model.named_parameters())
-        self._watch = [p for _, p in self._params if p.requires_grad]
-        self._watch = self._watch[:1] + self._watch[-1:] if self._watch else []
         in_optimizer = {id(p) for g in run.optimizer.param_groups for p in g["params"]} \
             if run.optimizer is not None else set()
         self._optimized = [(n, p) for n, p in self._params if id(p) in in_optimizer]
@@ -98,38 +98,69 @@ class Doctor(Plugin):
                              if type(module).__name__ in RECTIFIERS
                              or type(module).__name__ in SATURATING]
         self._modules = list(run.model.named_modules())
-        if self._optimized:  # the first parameter backward reaches, usually
-            probe = self._optimized[-1][1]
-            run.hooks.register_hook(probe, self._carry_check(run, probe))
+        # every step, three hooks of a few microseconds: the NaN watch and what the search
+        # for its origin needs (the step's input, a moment before the update)
+        sentinel = _nan_sentinel([(n, p) for n, p in self._params if p.requires_grad])
+        if sentinel is not None:
+            run.hooks.register_post_accumulate_grad_hook(sentinel, self._nan_watch(run))
+        run.hooks.register_forward_pre_hook(run.model, self._keep_input(run))
+        if run.optimizer is not None:
+            run.hooks.register_step_pre_hook(self._before_update(run))
 
-    def _carry_check(self, run: Any, param: Any) -> Any:
-        """A tensor hook: it runs before the incoming gradient is added to ``.grad``, so at
-        the step's first backward ``.grad`` should be None or zero (zero_grad was called)."""
-        def hook(grad: Any) -> None:
-            if self._first_backward and run.phase == "train" and self._due(run):
-                held = param.grad
-                self._carried = float(held is not None
-                                      and run.engine.norms([held])[0] != 0.0)
-            self._first_backward = False
-        return hook
+    def batch_events_every(self) -> int:
+        return self.options.every  # the measuring steps; the NaN watch is a hook of its own
 
     def _due(self, run: Any) -> bool:
         return run.step % self.options.every == 0
 
-    # -- events -------------------------------------------------------------------------------
-    def on_batch_start(self, run: Any, batch: Any) -> None:
-        self._batch = batch
-        if self._due(run) and run.phase == "train":
-            for name, module, saturation in self._activations:
-                self._handles.append(run.hooks.register_forward_hook(
-                    module, self._activation_hook(run, name or "root", saturation)))
+    # -- the NaN watch ------------------------------------------------------------------------
+    def _nan_watch(self, run: Any) -> Any:
+        def hook(param: Any) -> None:
+            if self._nonfinite_seen or run.phase != "train" or param.grad is None:
+                return
+            if not math.isfinite(run.engine.norms([param.grad])[0]):
+                self._nonfinite_seen = True
+                # backward is (nearly) over: the first module's gradient comes last
+                self._bad = [n for n, p in reversed(self._params) if p.grad is not None
+                             and not math.isfinite(run.engine.norms([p.grad])[0])]
+                self._nonfinite_step = run.step
+        return hook
+
+    def _keep_input(self, run: Any) -> Any:
+        def hook(module: Any, args: tuple) -> None:
+            if run.phase == "train":
+                self._input = args
+        return hook
+
+    def _before_update(self, run: Any) -> Any:
+        def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if self._nonfinite_step is not None:
+                step, self._nonfinite_step = self._nonfinite_step, None
+                self._report_nonfinite(run, step)
+        return hook
+
+    # -- events (on the measuring steps) ------------------------------------------------------
+    def on_batch_start(self, run: Any) -> None:
+        if run.phase != "train":
+            return
+        for name, module, saturation in self._activations:
+            self._handles.append(run.hooks.register_forward_hook(
+                module, self._activation_hook(run, name or "root", saturation)))
+        if self._optimized:  # the first parameter backward reaches, usually
+            probe = self._optimized[-1][1]
+            self._handles.append(run.hooks.register_hook(probe, self._carry_check(run, probe)))
+
+    def _carry_check(self, run: Any, param: Any) -> Any:
+        """A tensor hook, at the measuring step's first backward only: it runs before the
+        incoming gradient is added to ``.grad``, which should then be None or zero."""
+        def hook(grad: Any) -> None:
+            if self._carried is None and run.phase == "train":
+                held = param.grad
+                self._carried = float(held is not None and run.engine.norms([held])[0] != 0.0)
+        return hook
 
     def on_after_backward(self, run: Any) -> None:
         self._remove_hooks(run)
-        if not self._nonfinite_seen and self._watch:
-            norms = run.engine.norms([p.grad for p in self._watch if p.grad is not None])
-            if not all(math.isfinite(n) for n in norms):
-                self._find_nonfinite_origin(run)
 
     def on_before_optimizer_step(self, run: Any) -> None:
         if not self._due(run):
@@ -148,20 +179,18 @@ class Doctor(Plugin):
         if self._carried is not None:
             self._log(run, "doctor/grad_carried_over", self._carried, step)
             self._carried = None
-        self._before = {n: np.array(run.engine.to_numpy(p), dtype=np.float64)
-                        for n, p in self._params}
+        # copies in the parameters' own dtype: the difference of two nearby floats is exact
+        self._before = {n: np.array(run.engine.to_numpy(p)) for n, p in self._params}
 
     def on_after_optimizer_step(self, run: Any) -> None:
-        self._first_backward = True
         if not self._before:
             return
         for n, p in self._params:
-            before = self._before[n]
-            size = float(np.linalg.norm(before))
+            before = self._before[n].reshape(-1)
+            size = _norm(before)
             if size > 0:
-                change = np.asarray(run.engine.to_numpy(p), dtype=np.float64) - before
-                self._log(run, f"doctor/update_ratio/{n}", float(np.linalg.norm(change)) / size,
-                          run.step)
+                change = run.engine.to_numpy(p).reshape(-1) - before
+                self._log(run, f"doctor/update_ratio/{n}", _norm(change) / size, run.step)
         self._before = {}
 
     def on_batch_end(self, run: Any, metrics: dict) -> None:
@@ -170,7 +199,8 @@ class Doctor(Plugin):
         if loss is not None:
             value = float(run.engine.to_numpy(loss)) if run.engine.is_tensor(loss) else float(loss)
             self.trace.add_scalar("train/loss", run.step, value)
-        if run.step % self.options.check_every == 0:
+        if run.step - self._checked >= self.options.check_every:
+            self._checked = run.step
             self._check(run)
 
     def on_validation_end(self, run: Any, metrics: dict) -> None:
@@ -208,35 +238,30 @@ class Doctor(Plugin):
             run.hooks.remove(handle)
         self._acts = {}
 
-    def _find_nonfinite_origin(self, run: Any) -> None:
+    def _report_nonfinite(self, run: Any, step: int) -> None:
         """Where the first non-finite value came from: the first module whose output is
-        non-finite when this batch is passed again (parameters are still those of the failed
-        step), else the first parameter in backward order with a non-finite gradient."""
-        self._nonfinite_seen = True
-        step, origin = run.step, self._forward_origin(run)
+        non-finite when the step's input is passed again (the parameters are still those the
+        step used), else the first parameter in backward order whose gradient was."""
+        origin = self._forward_origin(run)
         if origin is not None:
             layers, evidence = [origin], {"where": "forward", "module": origin}
             message = (f"the output of {origin} became NaN/Inf in the forward pass at step "
                        f"{step}, its inputs finite")
         else:
-            bad = [n for n, p in reversed(self._params) if p.grad is not None
-                   and not all(math.isfinite(v) for v in run.engine.norms([p.grad]))]
-            module = _owner(bad[0]) if bad else ""
-            layers = [module] if module else []
+            bad = self._bad
+            layers = [_owner(bad[0])] if bad else []
             evidence = {"where": "backward", "parameter": bad[0] if bad else None,
                         "nonfinite_parameters": len(bad)}
             message = (f"the gradient became NaN/Inf at step {step}, first (in backward "
                        f"order) at {bad[0] if bad else '?'}; the forward outputs were finite, "
                        "so the loss or its gradient is where it began")
-        self.trace.add_text(NONFINITE_TEXT, step, json.dumps(
-            {"layers": layers, "evidence": evidence, "message": message}))
-        run.log_text(NONFINITE_TEXT, json.dumps({"layers": layers, "evidence": evidence,
-                                                 "message": message}), step=step)
+        text = json.dumps({"layers": layers, "evidence": evidence, "message": message})
+        self.trace.add_text(NONFINITE_TEXT, step, text)
+        run.log_text(NONFINITE_TEXT, text, step=step)
         self._check(run)
 
     def _forward_origin(self, run: Any) -> str | None:
-        inputs = self._batch[0] if isinstance(self._batch, (tuple, list)) else self._batch
-        if inputs is None:
+        if self._input is None:
             return None
         found: list[str] = []
 
@@ -254,7 +279,7 @@ class Doctor(Plugin):
                    for n, m in self._modules]
         try:
             with run.internal_pass("doctor"), run.engine.no_grad():
-                run.model(inputs)
+                run.model(*self._input)
         finally:
             for h in handles:
                 run.hooks.remove(h)
@@ -289,6 +314,21 @@ class Doctor(Plugin):
 
     def state_dict(self) -> dict:
         return {"reported": sorted(self.findings)}
+
+
+def _nan_sentinel(named: list) -> Any:
+    """The smallest parameter of the first module: a NaN or Inf born in the forward pass, in
+    the loss or in backward flows back to the first module's gradients, so one small
+    parameter watches the whole model for a few microseconds a step."""
+    if not named:
+        return None
+    first = _owner(named[0][0])
+    return min((p for n, p in named if _owner(n) == first), key=lambda p: p.numel())
+
+
+def _norm(values: np.ndarray) -> float:
+    # einsum: numpy's own loop, not a BLAS call that may spread over the training's cores
+    return math.sqrt(float(np.einsum("i,i->", values, values, dtype=np.float64)))
 
 
 def _l2(norms: list[float]) -> float:

@@ -108,7 +108,7 @@ def test_loss_not_decreasing_and_a_noisy_decreasing_loss():
     rng = np.random.default_rng(0)
     flat = (1.0 + 0.05 * rng.standard_normal(220)).tolist()
     assert kinds(trace_of({"train/loss": flat}))["loss_not_decreasing"].first_step == 0
-    falling = (np.linspace(1.0, 0.8, 220) + 0.3 * rng.standard_normal(220)).tolist()
+    falling = (np.linspace(1.0, 0.6, 220) + 0.3 * rng.standard_normal(220)).tolist()
     assert "loss_not_decreasing" not in kinds(trace_of({"train/loss": falling}))
 
 

@@ -7,39 +7,36 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..findings import Finding
-from ..trace import Series, Trace
+from ..trace import Trace
 from .base import Rule, round_sig
 
 
 @dataclass(frozen=True)
 class NotDecreasing:
     decrease: float = 0.1  # the loss must fall by this fraction of its start ...
-    within: int = 200      # ... within this many logged points
-    window: int = 10       # points averaged (the loss of one batch is noisy)
-
-
-def _window_means(s: Series, window: int) -> np.ndarray:
-    finite = np.where(np.isfinite(s.values), s.values, np.nan)
-    kernel = np.ones(window) / window
-    return np.convolve(finite, kernel, mode="valid")  # NaN where a window holds a NaN
+    within: int = 200      # ... within this many steps of its first point
+    window: float = 0.1    # means over this fraction of those steps' points (one batch's
+    #                        loss is noisy); in steps, so the logging cadence does not matter
 
 
 def not_decreasing(trace: Trace, t: NotDecreasing) -> Finding | None:
     loss = trace.statistic("loss").get("")
-    if loss is None or loss.values.size < max(t.within, t.window + 1):
+    if loss is None or loss.steps[-1] - loss.steps[0] < t.within:
         return None
-    means = _window_means(loss, t.window)[:t.within - t.window + 1]
-    if np.isnan(means).any():
-        return None  # non-finite losses are the nonfinite rule's
+    first = loss.values[loss.steps < loss.steps[0] + t.within]
+    if first.size < 10 or not np.isfinite(first).all():
+        return None  # too few points to judge; non-finite losses are the nonfinite rule's
+    width = max(1, int(round(t.window * first.size)))
+    means = np.convolve(first, np.ones(width) / width, mode="valid")
     start, best = float(means[0]), float(np.min(means))
     if best <= start - t.decrease * abs(start):
         return None
     return Finding(
         "loss_not_decreasing", [], int(loss.steps[0]),
         {"loss_start": round_sig(start), "loss_best": round_sig(best),
-         "required_decrease": t.decrease, "within_points": t.within, "window": t.window},
-        f"in its first {t.within} logged points the loss went from {start:.4g} to at best "
-        f"{best:.4g} (means of {t.window}), less than a {t.decrease:.0%} decrease",
+         "required_decrease": t.decrease, "within_steps": t.within, "window_points": width},
+        f"in its first {t.within} steps the loss went from {start:.4g} to at best {best:.4g} "
+        f"(means of {width} points), less than a {t.decrease:.0%} decrease",
         tags=trace.tags_of("loss"))
 
 
