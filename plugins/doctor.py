@@ -21,9 +21,11 @@ from gradlog.plugin import Plugin, StopTraining
 
 @dataclass
 class Options:
-    every: int = field(default=10, metadata={
-        "help": "measure gradient norms, update ratios and activations every N steps", "min": 1})
-    check_every: int = field(default=100, metadata={
+    every: int = field(default=20, metadata={
+        "help": "measure gradient norms, update ratios and activations every N steps (the "
+                "rules count these points: a smaller N finds problems sooner, at more cost)",
+        "min": 1})
+    check_every: int = field(default=200, metadata={
         "help": "apply the rules every N steps (and at the end of training)", "min": 1})
     action: Literal["warn", "stop"] = field(default="warn", metadata={
         "help": "on a finding: 'warn' (one console line, text doctor/findings) or 'stop' "

@@ -59,9 +59,13 @@ class Trace:
 
     scalars: dict[str, dict[int, float]] = field(default_factory=dict)
     texts: dict[str, dict[int, str]] = field(default_factory=dict)
+    # statistic name -> its series, until the next point (the live doctor asks often)
+    _cache: dict[str, dict[str, Series]] = field(default_factory=dict, repr=False,
+                                                 compare=False)
 
     def add_scalar(self, tag: str, step: int, value: float) -> None:
         self.scalars.setdefault(tag, {})[int(step)] = float(value)
+        self._cache.clear()
 
     def add_text(self, tag: str, step: int, text: str) -> None:
         self.texts.setdefault(tag, {})[int(step)] = text
@@ -71,11 +75,17 @@ class Trace:
         for points in (*self.scalars.values(), *self.texts.values()):
             for late in [s for s in points if s >= step]:
                 del points[late]
+        self._cache.clear()
 
     def statistic(self, name: str) -> dict[str, Series]:
         """``{layer: Series}`` of the statistic ``name`` (the layer ``""`` for a statistic of
         the whole run). Where several tags give one layer's values, the first pattern of
         ``STATISTICS`` that matches any tag wins for that layer (the doctor's own first)."""
+        if name not in self._cache:
+            self._cache[name] = self._statistic(name)
+        return self._cache[name]
+
+    def _statistic(self, name: str) -> dict[str, Series]:
         found: dict[str, tuple[int, str]] = {}
         for tag in self.scalars:
             for rank, pattern in enumerate(_COMPILED[name]):
