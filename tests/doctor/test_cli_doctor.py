@@ -65,3 +65,21 @@ def test_user_errors_exit_2_with_one_line(tmp_path):
         result = CliRunner().invoke(main, ["doctor", *args])
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output
+
+
+def test_gradlog_train_runs_the_doctor_by_default_and_ends_with_its_summary(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text("[train]\ntrain_size = 64\nval_size = 32\nimage_size = 16\n"
+                      "two_object_size = 8\n")
+    result = CliRunner().invoke(main, ["train", "--epochs", "2", "--batch-size", "16",
+                                       "--config", str(config), "--logdir",
+                                       str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "doctor summary: no findings" in result.output
+    from gradlog.doctor import read_trace
+    trace = read_trace(str(tmp_path / "run"))
+    assert any(tag.startswith("doctor/grad_norm/") for tag in trace.scalars)
+    off = CliRunner().invoke(main, ["train", "--epochs", "1", "--batch-size", "16",
+                                    "--no-default-plugins", "--config", str(config),
+                                    "--logdir", str(tmp_path / "off"), "-q"])
+    assert off.exit_code == 0 and "doctor" not in off.output
