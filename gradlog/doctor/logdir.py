@@ -10,6 +10,8 @@ import os
 import numpy as np
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
+from ..inspect import InspectError as DoctorError  # LOGDIR missing or without event files
+from ..inspect import find_runs
 from ..tensorboard.reader import read_records
 from .trace import Trace
 
@@ -18,28 +20,15 @@ __all__ = ["DoctorError", "run_directories", "read_trace"]
 _TEXT_SUFFIX = "/text_summary"
 
 
-class DoctorError(ValueError):
-    """A user error: LOGDIR is missing or holds no event files."""
-
-
 def _event_files(directory: str) -> list[str]:
     return sorted(os.path.join(directory, n) for n in os.listdir(directory)
                   if "tfevents" in n and os.path.isfile(os.path.join(directory, n)))
 
 
 def run_directories(logdir: str) -> list[str]:
-    """``logdir`` and its subdirectories that hold event files, sorted."""
-    if not os.path.isdir(logdir):
-        raise DoctorError(f"no such directory: {logdir}")
-    runs = []
-    for root, dirs, _ in os.walk(logdir):
-        dirs.sort()
-        if _event_files(root):
-            runs.append(root)
-    if not runs:
-        raise DoctorError(f"no event files in {logdir} or below (a run directory holds "
-                          "events.out.tfevents.* files)")
-    return runs
+    """``logdir`` and its subdirectories that hold event files, sorted (as ``gradlog
+    inspect`` finds them); a DoctorError when there is none."""
+    return find_runs(logdir)
 
 
 def read_trace(run_dir: str) -> Trace:

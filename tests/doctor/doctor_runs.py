@@ -259,6 +259,13 @@ def healthy_warmup_spike(lib, logdir, plugins=PLUGINS):
           teacher_data(8192), val=teacher_data(512, seed=7), lr_at=lr_at)
 
 
+def cases(table) -> list:
+    """``(engine, build)`` parameters, one per run and engine, for the ``engine`` fixture."""
+    import pytest
+    return [pytest.param(engine, build, id=f"{engine}-{name}")
+            for name, (engines, build) in table.items() for engine in engines]
+
+
 PATHOLOGIES = {f.__name__: (engines, f) for engines, f in (
     (BOTH, lr_100x_too_high), (BOTH, deep_sigmoid_mlp), (BOTH, log_of_zero_in_loss),
     (BOTH, bias_kills_relu_layer), (BOTH, zero_grad_forgotten),

@@ -4,31 +4,12 @@ finding at all. Offline, from what gradlog's plugins log."""
 
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import pytest
-from doctor_runs import HEALTHY, PATHOLOGIES
+from doctor_runs import HEALTHY, PATHOLOGIES, cases
 
 from gradlog.doctor import diagnose, read_trace
-
-
-@pytest.fixture
-def engine(request):
-    """``gradlog`` or ``torch`` (skipped without torch; one thread, as the CPU is shared)."""
-    if request.param == "gradlog":
-        yield importlib.import_module("gradlog")
-        return
-    torch = pytest.importorskip("torch")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield torch
-    torch.set_num_threads(threads)
-
-
-def _cases(table):
-    return [pytest.param(engine, build, id=f"{engine}-{name}")
-            for name, (engines, build) in table.items() for engine in engines]
 
 
 def _findings(lib, build, logdir):
@@ -39,7 +20,7 @@ def _findings(lib, build, logdir):
     return expected, diagnose(read_trace(str(logdir)))
 
 
-@pytest.mark.parametrize(("engine", "build"), _cases(PATHOLOGIES), indirect=["engine"])
+@pytest.mark.parametrize(("engine", "build"), cases(PATHOLOGIES), indirect=["engine"])
 def test_pathology_found_with_kind_layers_and_first_step(engine, build, tmp_path):
     expected, findings = _findings(engine, build, tmp_path)
     by_kind = {f.kind: f for f in findings}
@@ -51,7 +32,7 @@ def test_pathology_found_with_kind_layers_and_first_step(engine, build, tmp_path
     assert found.message and found.advice
 
 
-@pytest.mark.parametrize(("engine", "build"), _cases(HEALTHY), indirect=["engine"])
+@pytest.mark.parametrize(("engine", "build"), cases(HEALTHY), indirect=["engine"])
 def test_healthy_run_has_no_finding(engine, build, tmp_path):
     expected, findings = _findings(engine, build, tmp_path)
     assert expected is None

@@ -4,12 +4,19 @@ the training trajectory unchanged."""
 
 from __future__ import annotations
 
-import importlib
 import warnings
 
 import numpy as np
 import pytest
-from doctor_runs import HEALTHY, PATHOLOGIES, healthy_mlp, lr_100x_too_high, mlp, teacher_data
+from doctor_runs import (
+    HEALTHY,
+    PATHOLOGIES,
+    cases,
+    healthy_mlp,
+    lr_100x_too_high,
+    mlp,
+    teacher_data,
+)
 from gradlog_plugins.doctor import Doctor
 
 import gradlog as gl
@@ -18,21 +25,7 @@ from gradlog.doctor import diagnose, read_trace
 LIVE = ("doctor:every=5",)
 
 
-@pytest.fixture
-def engine(request):
-    if request.param == "gradlog":
-        yield importlib.import_module("gradlog")
-        return
-    torch = pytest.importorskip("torch")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield torch
-    torch.set_num_threads(threads)
 
-
-def _cases(table):
-    return [pytest.param(engine, build, id=f"{engine}-{name}")
-            for name, (engines, build) in table.items() for engine in engines]
 
 
 def _run(lib, build, logdir, plugins=LIVE):
@@ -42,7 +35,7 @@ def _run(lib, build, logdir, plugins=LIVE):
         return build(lib, logdir, plugins=plugins)
 
 
-@pytest.mark.parametrize(("engine", "build"), _cases(PATHOLOGIES), indirect=["engine"])
+@pytest.mark.parametrize(("engine", "build"), cases(PATHOLOGIES), indirect=["engine"])
 def test_live_doctor_finds_each_pathology(engine, build, tmp_path, capsys):
     expected = _run(engine, build, tmp_path)
     findings = {f.kind: f for f in diagnose(read_trace(str(tmp_path)))}
@@ -58,7 +51,7 @@ def test_live_doctor_finds_each_pathology(engine, build, tmp_path, capsys):
     assert len(lines) == len({line.split()[1] for line in lines})  # each kind once
 
 
-@pytest.mark.parametrize(("engine", "build"), _cases(HEALTHY), indirect=["engine"])
+@pytest.mark.parametrize(("engine", "build"), cases(HEALTHY), indirect=["engine"])
 def test_live_doctor_is_silent_on_healthy_runs_at_its_default_cadence(engine, build, tmp_path,
                                                                      capsys):
     _run(engine, build, tmp_path, plugins=("doctor",))
