@@ -315,7 +315,16 @@ class Doctor(Plugin):
                             f"step {f.first_step}" for f in found)])
 
     def state_dict(self) -> dict:
-        return {"reported": sorted(self.findings)}
+        """The kinds already reported (a resumed run does not report them again) and whether
+        the NaN origin was searched. The points themselves stay in the log directory: after a
+        resume the live rules see the points since, ``gradlog doctor LOGDIR`` all of them."""
+        return {"reported": {k: f.to_dict() for k, f in self.findings.items()},
+                "nonfinite_seen": self._nonfinite_seen}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.findings = {kind: Finding(**found)
+                         for kind, found in dict(state.get("reported", {})).items()}
+        self._nonfinite_seen = bool(state.get("nonfinite_seen", False))
 
 
 def _nan_sentinel(named: list) -> Any:

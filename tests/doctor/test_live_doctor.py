@@ -118,3 +118,15 @@ def test_hooks_are_removed_and_training_is_unchanged(tmp_path):
 
 def test_healthy_run_builder_signature_is_shared():
     assert HEALTHY["healthy_mlp"][1] is healthy_mlp
+
+
+def test_state_dict_keeps_what_was_reported(tmp_path, capsys):
+    first = Doctor(every=5)
+    _run(gl, lr_100x_too_high, tmp_path / "a", plugins=(first,))
+    resumed = Doctor(every=5)
+    resumed.load_state_dict(first.state_dict())
+    assert resumed.findings.keys() == first.findings.keys()
+    capsys.readouterr()
+    _run(gl, lr_100x_too_high, tmp_path / "b", plugins=(resumed,))
+    assert not [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("doctor: ")]  # nothing reported twice
