@@ -52,12 +52,14 @@ class Doctor(Plugin):
     each module (``doctor/grad_norm/<module>``, and ``doctor/grad_norm`` of all), each
     parameter's update ratio ||dw||/||w|| (``doctor/update_ratio/<param>``), the std and the
     dead (ReLU family) or saturated (tanh, sigmoid) fraction of each activation module's
-    output, and which optimizer parameters got no gradient. Every step it reads the loss
-    and checks the first and last parameters' gradients for NaN/Inf: on the first
-    non-finite step it finds the origin before the update is applied (the first module
-    whose output is non-finite when the batch is passed again, in an internal pass, or else
-    the first parameter in backward order whose gradient is) and logs it to
-    ``doctor/nonfinite``. The rules run every ``check_every`` steps and at the end; each
+    output, which optimizer parameters got no gradient, and whether ``.grad`` held the
+    previous step's values when backward began; it reads the loss and the validation loss
+    from the loop's metrics. Every step, a hook on the first module's smallest parameter
+    watches for NaN/Inf: on the first non-finite step it finds the origin before the update
+    is applied (the first module whose output is non-finite when the step's input is passed
+    again, in an internal pass, or else the first parameter in backward order whose gradient
+    is) and logs it to ``doctor/nonfinite``. The rules run every ``check_every`` steps and at
+    the end; each
     finding is printed once, logged to the text ``doctor/findings``, and with
     ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly.
     """
