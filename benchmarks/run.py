@@ -23,6 +23,7 @@ WORKLOADS = {
     "W6": "memory",
     "W7": "torch_watch", "W7c": "torch_compiled",
     "W8": "distributed",
+    "W9": "doctor",
 }
 
 

@@ -79,6 +79,7 @@ def main() -> None:
     gradlog plugins list               installed plugins, their kind and status
     gradlog plugins new my-plugin      start a plugin package
     gradlog inspect runs/              what a log directory holds
+    gradlog doctor runs/exp1           what is wrong with a run, where, since when
     gradlog sync SPOOL URL             upload what a run could not
     """
 
@@ -100,7 +101,7 @@ def main() -> None:
 @click.option("-p", "--plugin", "plugins", multiple=True, callback=_check_specs,
               metavar="NAME[:key=value,...]", help="Enable a plugin (repeatable).")
 @click.option("--no-default-plugins", "no_default_plugins", is_flag=True, default=None,
-              help="Do not enable nan-guard, histogram, grad-norm and gradcam.")
+              help="Do not enable nan-guard, histogram, grad-norm, gradcam and doctor.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file: [train] settings and [plugins.NAME] tables.")
 @click.option("--strict-plugins", is_flag=True, default=None,
@@ -280,6 +281,37 @@ def inspect_cmd(logdir: str) -> None:
     except InspectError as exc:
         raise UserError(str(exc)) from None
     click.echo(format_report(runs), nl=False)
+
+
+@main.command("doctor")
+@click.argument("logdir", type=click.Path())
+@click.option("--json", "as_json", is_flag=True, help="print {\"findings\": [...]} as JSON")
+@click.option("--set", "overrides", multiple=True, metavar="KIND.KEY=VALUE",
+              help="change a rule's threshold, e.g. vanishing_gradient.relative=1e-3")
+def doctor_cmd(logdir: str, as_json: bool, overrides: tuple[str, ...]) -> None:
+    """Name what is wrong with the runs in LOGDIR, where, and since when.
+
+    Reads the event files of LOGDIR and each directory below it (finished or still
+    running) and applies the doctor's rules to the tags gradlog's plugins log (grad-norm,
+    histogram's update ratios, activation-stats, train/ and val/ losses, the doctor's own)
+    and a few of other writers. Each finding has a kind, the layers involved, the first
+    step, the evidence, one sentence and what to try. Exit status 0 whether or not there
+    are findings.
+    """
+    from . import doctor
+    try:
+        options: dict[str, dict] = {}
+        for text in overrides:
+            kind, key, value = doctor.parse_override(text)
+            options.setdefault(kind, {})[key] = value
+        rules = doctor.rules_with(options)
+        runs = doctor.run_directories(logdir)
+    except ValueError as exc:  # DoctorError included
+        raise UserError(str(exc)) from None
+    results = {os.path.relpath(run, logdir): doctor.diagnose(doctor.read_trace(run), rules)
+               for run in runs}
+    click.echo(doctor.report_json(results) if as_json else doctor.report_text(results),
+               nl=as_json)
 
 
 @main.command("sync")

@@ -25,7 +25,7 @@ from .errors import UserError
 __all__ = ["DEFAULT_PLUGINS", "Settings", "TrainOptions", "Given", "RunConfig", "read_given",
            "resolve", "reconcile", "make_plugins", "recorded_plugins"]
 
-DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam")
+DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam", "doctor")
 RECORD_FORMAT, RECORD_VERSION = "gradlog-run", 1
 TABLES = ("train", "plugins")
 

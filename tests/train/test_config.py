@@ -113,7 +113,7 @@ def test_resolve_takes_flags_over_the_toml_over_the_defaults(tmp_path):
     assert config.settings == {"epochs": 7, "batch_size": 64, "lr": 0.2, "seed": 0,
                                "train_size": 64, "val_size": 1000, "image_size": 32,
                                "two_object_size": 200}
-    assert [p.name for p in plugins] == ["nan-guard", "histogram", "grad-norm", "gradcam",
+    assert [p.name for p in plugins] == ["nan-guard", "histogram", "grad-norm", "gradcam", "doctor",
                                          "grad-clip", "lr-monitor"]
     assert dict(config.plugins)["grad-clip"]["max_norm"] == 0.3
     assert config.config_file == str(path)

@@ -1,0 +1,355 @@
+"""The ``doctor`` plugin: the doctor's rules, live. It measures what the rules read (gradient
+norms, update ratios, activation statistics) every N steps, logs them under ``doctor/...``
+tags (so ``gradlog doctor LOGDIR`` reads the same numbers afterwards), and reports each
+finding once, when it first shows."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+from gradlog_plugins.activation_stats import RECTIFIERS, SATURATING, unit_stats
+
+from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with
+from gradlog.doctor.trace import NONFINITE_TEXT
+from gradlog.plugin import Plugin, StopTraining
+
+
+@dataclass
+class Options:
+    every: int = field(default=20, metadata={
+        "help": "measure gradient norms, update ratios and activations every N steps (the "
+                "rules count these points: a smaller N finds problems sooner, at more cost)",
+        "min": 1})
+    check_every: int = field(default=200, metadata={
+        "help": "apply the rules every N steps (and at the end of training)", "min": 1})
+    action: Literal["warn", "stop"] = field(default="warn", metadata={
+        "help": "on a finding: 'warn' (one console line, text doctor/findings) or 'stop' "
+                "(also end the run cleanly: gradlog train saves a checkpoint)"})
+    stop_on: list[str] = field(default_factory=list, metadata={
+        "help": "kinds that stop the run even with action=warn, e.g. [\"nonfinite\"]"})
+    ignore: list[str] = field(default_factory=list, metadata={
+        "help": "kinds not reported"})
+    summary: bool = field(default=True, metadata={
+        "help": "print a summary of the findings when training ends"})
+    thresholds: dict = field(default_factory=dict, metadata={
+        "help": "per rule, thresholds to replace, e.g. "
+                "{vanishing_gradient={relative=1e-3}} (see the README)"})
+
+
+def _owner(parameter: str) -> str:
+    return parameter.rpartition(".")[0] or "root"
+
+
+class Doctor(Plugin):
+    """Names what is wrong with the run, where, since when, and what to try.
+
+    Every ``every`` steps it measures, from the training step itself: the gradient norm of
+    each module (``doctor/grad_norm/<module>``, and ``doctor/grad_norm`` of all), each
+    parameter's update ratio ||dw||/||w|| (``doctor/update_ratio/<param>``), the std and the
+    dead (ReLU family) or saturated (tanh, sigmoid) fraction of each activation module's
+    output, which optimizer parameters got no gradient, and whether ``.grad`` held the
+    previous step's values when backward began; it reads the loss and the validation loss
+    from the loop's metrics. Every step, a hook on the first module's smallest parameter
+    watches for NaN/Inf: on the first non-finite step it finds the origin before the update
+    is applied (the first module whose output is non-finite when the step's input is passed
+    again, in an internal pass, or else the first parameter in backward order whose gradient
+    is) and logs it to ``doctor/nonfinite``. The rules run every ``check_every`` steps and at
+    the end; each
+    finding is printed once, logged to the text ``doctor/findings``, and with
+    ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly.
+    """
+
+    name = "doctor"
+    kind = "observer"
+    order = 100
+    Options = Options
+    touches = ("gradients after backward", "parameters before and after the step (every N)",
+               "module forward hooks (every N steps, and one internal pass on a NaN)")
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        o = self.options
+        for kinds in (o.stop_on, o.ignore):
+            unknown = sorted(set(kinds) - set(KINDS))
+            if unknown:
+                raise ValueError(f"doctor: no finding kind {unknown[0]!r}; the kinds: "
+                                 f"{', '.join(KINDS)}")
+        self.rules = rules_with(o.thresholds)
+        self.trace = Trace()
+        self.findings: dict[str, Finding] = {}
+        self._before: dict[str, np.ndarray] = {}
+        self._acts: dict[str, dict[str, float]] = {}
+        self._handles: list = []
+        self._nonfinite_seen = False
+        self._nonfinite_step: int | None = None
+        self._bad: list[str] = []
+        self._input: Any = None
+        self._carried: float | None = None
+        self._checked = 0
+
+    def setup(self, run: Any) -> None:
+        self._params = list(run.model.named_parameters())
+        in_optimizer = {id(p) for g in run.optimizer.param_groups for p in g["params"]} \
+            if run.optimizer is not None else set()
+        self._optimized = [(n, p) for n, p in self._params if id(p) in in_optimizer]
+        self._activations = [(name, module, SATURATING.get(type(module).__name__))
+                             for name, module in run.model.named_modules()
+                             if type(module).__name__ in RECTIFIERS
+                             or type(module).__name__ in SATURATING]
+        self._modules = list(run.model.named_modules())
+        # every step, three hooks of a few microseconds: the NaN watch and what the search
+        # for its origin needs (the step's input, a moment before the update)
+        sentinel = _nan_sentinel([(n, p) for n, p in self._params if p.requires_grad])
+        if sentinel is not None:
+            run.hooks.register_post_accumulate_grad_hook(sentinel, self._nan_watch(run))
+        run.hooks.register_forward_pre_hook(run.model, self._keep_input(run))
+        if run.optimizer is not None:
+            run.hooks.register_step_pre_hook(self._before_update(run))
+
+    def batch_events_every(self) -> int:
+        return self.options.every  # the measuring steps; the NaN watch is a hook of its own
+
+    def _due(self, run: Any) -> bool:
+        return run.step % self.options.every == 0
+
+    # -- the NaN watch ------------------------------------------------------------------------
+    def _nan_watch(self, run: Any) -> Any:
+        def hook(param: Any) -> None:
+            if self._nonfinite_seen or run.phase != "train" or param.grad is None:
+                return
+            if not math.isfinite(run.engine.norms([param.grad])[0]):
+                self._nonfinite_seen = True
+                # backward is (nearly) over: the first module's gradient comes last
+                self._bad = [n for n, p in reversed(self._params) if p.grad is not None
+                             and not math.isfinite(run.engine.norms([p.grad])[0])]
+                self._nonfinite_step = run.step
+        return hook
+
+    def _keep_input(self, run: Any) -> Any:
+        def hook(module: Any, args: tuple) -> None:
+            if run.phase == "train":
+                self._input = args
+        return hook
+
+    def _before_update(self, run: Any) -> Any:
+        def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if self._nonfinite_step is not None:
+                step, self._nonfinite_step = self._nonfinite_step, None
+                self._report_nonfinite(run, step)
+        return hook
+
+    # -- events (on the measuring steps) ------------------------------------------------------
+    def on_batch_start(self, run: Any) -> None:
+        if run.phase != "train":
+            return
+        for name, module, saturation in self._activations:
+            self._handles.append(run.hooks.register_forward_hook(
+                module, self._activation_hook(run, name or "root", saturation)))
+        if self._optimized:  # the first parameter backward reaches, usually
+            probe = self._optimized[-1][1]
+            self._handles.append(run.hooks.register_hook(probe, self._carry_check(run, probe)))
+
+    def _carry_check(self, run: Any, param: Any) -> Any:
+        """A tensor hook, at the measuring step's first backward only: it runs before the
+        incoming gradient is added to ``.grad``, which should then be None or zero."""
+        def hook(grad: Any) -> None:
+            if self._carried is None and run.phase == "train":
+                held = param.grad
+                self._carried = float(held is not None and run.engine.norms([held])[0] != 0.0)
+        return hook
+
+    def on_after_backward(self, run: Any) -> None:
+        self._remove_hooks(run)
+
+    def on_before_optimizer_step(self, run: Any) -> None:
+        if not self._due(run):
+            return
+        step = run.step
+        by_module: dict[str, list[float]] = {}
+        present = [(n, p) for n, p in self._params if p.grad is not None]
+        norms = run.engine.norms([p.grad for _, p in present])
+        for (n, _), norm in zip(present, norms):
+            by_module.setdefault(_owner(n), []).append(norm)
+        for module, parts in by_module.items():
+            self._log(run, f"doctor/grad_norm/{module}", _l2(parts), step)
+        self._log(run, "doctor/grad_norm", _l2(norms), step)
+        for n, p in self._optimized:
+            self._log(run, f"doctor/no_grad/{n}", float(p.grad is None), step)
+        if self._carried is not None:
+            self._log(run, "doctor/grad_carried_over", self._carried, step)
+            self._carried = None
+        # copies in the parameters' own dtype: the difference of two nearby floats is exact
+        self._before = {n: np.array(run.engine.to_numpy(p)) for n, p in self._params}
+
+    def on_after_optimizer_step(self, run: Any) -> None:
+        if not self._before:
+            return
+        for n, p in self._params:
+            before = self._before[n].reshape(-1)
+            size = _norm(before)
+            if size > 0:
+                change = run.engine.to_numpy(p).reshape(-1) - before
+                self._log(run, f"doctor/update_ratio/{n}", _norm(change) / size, run.step)
+        self._before = {}
+
+    def on_batch_end(self, run: Any, metrics: dict) -> None:
+        self._remove_hooks(run)
+        loss = metrics.get("train/loss", metrics.get("loss"))
+        if loss is not None:
+            value = float(run.engine.to_numpy(loss)) if run.engine.is_tensor(loss) else float(loss)
+            self.trace.add_scalar("train/loss", run.step, value)
+        if run.step - self._checked >= self.options.check_every:
+            self._checked = run.step
+            self._check(run)
+
+    def on_validation_end(self, run: Any, metrics: dict) -> None:
+        loss = metrics.get("val/loss", metrics.get("val_loss"))
+        if loss is not None:
+            self.trace.add_scalar("val/loss", run.step, float(loss))
+
+    def on_train_end(self, run: Any) -> None:
+        self._remove_hooks(run)
+        self._check(run, final=True)
+        if self.options.summary and run.rank == 0:
+            print(self.summary(), file=sys.stderr, flush=True)
+
+    # -- measuring ----------------------------------------------------------------------------
+    def _log(self, run: Any, tag: str, value: float, step: int) -> None:
+        self.trace.add_scalar(tag, step, value)
+        run.log_scalar(tag, value, step=step)
+
+    def _activation_hook(self, run: Any, name: str, saturation: Any) -> Any:
+        def hook(module: Any, args: Any, output: Any) -> None:
+            if run.phase != "train" or name in self._acts \
+                    or isinstance(output, (tuple, list, dict)):
+                return
+            stats = unit_stats(run.engine.to_numpy(output), saturation)
+            self._acts[name] = stats
+            for key, tag in (("std", "activation_std"), ("dead_fraction", "dead_fraction"),
+                             ("saturated_fraction", "saturated_fraction")):
+                if key in stats:
+                    self._log(run, f"doctor/{tag}/{name}", stats[key], run.step)
+        return hook
+
+    def _remove_hooks(self, run: Any) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            run.hooks.remove(handle)
+        self._acts = {}
+
+    def _report_nonfinite(self, run: Any, step: int) -> None:
+        """Where the first non-finite value came from: the first module whose output is
+        non-finite when the step's input is passed again (the parameters are still those the
+        step used), else the first parameter in backward order whose gradient was."""
+        origin = self._forward_origin(run)
+        if origin is not None:
+            layers, evidence = [origin], {"where": "forward", "module": origin}
+            message = (f"the output of {origin} became NaN/Inf in the forward pass at step "
+                       f"{step}, its inputs finite")
+        else:
+            bad = self._bad
+            layers = [_owner(bad[0])] if bad else []
+            evidence = {"where": "backward", "parameter": bad[0] if bad else None,
+                        "nonfinite_parameters": len(bad)}
+            message = (f"the gradient became NaN/Inf at step {step}, first (in backward "
+                       f"order) at {bad[0] if bad else '?'}; the forward outputs were finite, "
+                       "so the loss or its gradient is where it began")
+        text = json.dumps({"layers": layers, "evidence": evidence, "message": message})
+        self.trace.add_text(NONFINITE_TEXT, step, text)
+        run.log_text(NONFINITE_TEXT, text, step=step)
+        self._check(run)
+
+    def _forward_origin(self, run: Any) -> str | None:
+        if self._input is None:
+            return None
+        found: list[str] = []
+
+        def hook(name: str) -> Any:
+            def check(module: Any, args: Any, output: Any) -> None:
+                if found or isinstance(output, (tuple, list, dict)):
+                    return
+                if not np.isfinite(run.engine.to_numpy(output)).all() and all(
+                        np.isfinite(run.engine.to_numpy(a)).all() for a in args
+                        if run.engine.is_tensor(a)):
+                    found.append(name)
+            return check
+
+        handles = [run.hooks.register_forward_hook(m, hook(n or "root"))
+                   for n, m in self._modules]
+        try:
+            with run.internal_pass("doctor"), run.engine.no_grad():
+                run.model(*self._input)
+        finally:
+            for h in handles:
+                run.hooks.remove(h)
+        return found[0] if found else None
+
+    # -- findings -----------------------------------------------------------------------------
+    def _check(self, run: Any, final: bool = False) -> None:
+        new = [f for f in diagnose(self.trace, self.rules)
+               if f.kind not in self.findings and f.kind not in self.options.ignore]
+        if not new:
+            return
+        for finding in new:
+            self.findings[finding.kind] = finding
+            if run.rank == 0:
+                print(finding.line(), file=sys.stderr, flush=True)
+        # one text event per check (TensorBoard keeps one text per tag and step)
+        run.log_text("doctor/findings", "\n\n".join(map(_markdown, new)))
+        stop = [f for f in new
+                if self.options.action == "stop" or f.kind in self.options.stop_on]
+        if stop and not final:
+            raise StopTraining(f"doctor: {stop[0].kind} ({stop[0].message})")
+
+    def summary(self) -> str:
+        """The end-of-run summary: the findings by first step, or that there were none."""
+        if not self.findings:
+            return "doctor summary: no findings"
+        found = sorted(self.findings.values(), key=lambda f: (f.first_step, f.kind))
+        return "\n".join([f"doctor summary: {len(found)} finding"
+                          f"{'s' * (len(found) != 1)} (gradlog doctor LOGDIR for details)",
+                          *(f"  {f.kind} in {', '.join(f.layers) or 'the whole run'} since "
+                            f"step {f.first_step}" for f in found)])
+
+    def state_dict(self) -> dict:
+        """The kinds already reported (a resumed run does not report them again) and whether
+        the NaN origin was searched. The points themselves stay in the log directory: after a
+        resume the live rules see the points since, ``gradlog doctor LOGDIR`` all of them."""
+        return {"reported": {k: f.to_dict() for k, f in self.findings.items()},
+                "nonfinite_seen": self._nonfinite_seen}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.findings = {kind: Finding(**found)
+                         for kind, found in dict(state.get("reported", {})).items()}
+        self._nonfinite_seen = bool(state.get("nonfinite_seen", False))
+
+
+def _nan_sentinel(named: list) -> Any:
+    """The smallest parameter of the first module: a NaN or Inf born in the forward pass, in
+    the loss or in backward flows back to the first module's gradients, so one small
+    parameter watches the whole model for a few microseconds a step."""
+    if not named:
+        return None
+    first = _owner(named[0][0])
+    return min((p for n, p in named if _owner(n) == first), key=lambda p: p.numel())
+
+
+def _norm(values: np.ndarray) -> float:
+    # einsum: numpy's own loop, not a BLAS call that may spread over the training's cores
+    return math.sqrt(float(np.einsum("i,i->", values, values, dtype=np.float64)))
+
+
+def _l2(norms: list[float]) -> float:
+    return float(np.sqrt(np.sum(np.square(np.asarray(norms, dtype=np.float64)))))
+
+
+def _markdown(finding: Finding) -> str:
+    layers = ", ".join(f"`{layer}`" for layer in finding.layers) or "the whole run"
+    return (f"- **{finding.kind}** in {layers} since step {finding.first_step}: "
+            f"{finding.message}. Try: {finding.advice}\n\n"
+            f"evidence: `{json.dumps(finding.to_dict()['evidence'])}`")

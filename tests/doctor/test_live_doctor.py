@@ -1,0 +1,132 @@
+"""The ``doctor`` plugin: the same rules, live, on the labelled runs; one console line per
+finding, the Text tab, ``action=stop``, thresholds as options, nothing left registered, and
+the training trajectory unchanged."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from doctor_runs import (
+    HEALTHY,
+    PATHOLOGIES,
+    cases,
+    healthy_mlp,
+    lr_100x_too_high,
+    mlp,
+    teacher_data,
+)
+from gradlog_plugins.doctor import Doctor
+
+import gradlog as gl
+from gradlog.doctor import diagnose, read_trace
+
+LIVE = ("doctor:every=5",)
+
+
+
+
+
+def _run(lib, build, logdir, plugins=LIVE):
+    lib.manual_seed(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return build(lib, logdir, plugins=plugins)
+
+
+@pytest.mark.parametrize(("engine", "build"), cases(PATHOLOGIES), indirect=["engine"])
+def test_live_doctor_finds_each_pathology(engine, build, tmp_path, capsys):
+    expected = _run(engine, build, tmp_path)
+    findings = {f.kind: f for f in diagnose(read_trace(str(tmp_path)))}
+    found = findings[expected.kind]
+    assert set(expected.layers) <= set(found.layers), found.to_dict()
+    assert not set(expected.absent) & set(found.layers), found.to_dict()
+    assert abs(found.first_step - expected.first_step) <= expected.tolerance, found.to_dict()
+    if expected.kind == "nonfinite":  # the origin, found by hooks, is one module
+        assert found.layers == list(expected.layers), found.to_dict()
+    lines = [line for line in capsys.readouterr().err.splitlines()
+             if line.startswith("doctor: ")]
+    assert any(line.startswith(f"doctor: {expected.kind}") for line in lines), lines
+    assert len(lines) == len({line.split()[1] for line in lines})  # each kind once
+
+
+@pytest.mark.parametrize(("engine", "build"), cases(HEALTHY), indirect=["engine"])
+def test_live_doctor_is_silent_on_healthy_runs_at_its_default_cadence(engine, build, tmp_path,
+                                                                     capsys):
+    _run(engine, build, tmp_path, plugins=("doctor",))
+    err = capsys.readouterr().err
+    assert "doctor:" not in err and "doctor summary: no findings" in err
+    trace = read_trace(str(tmp_path))
+    assert "doctor/findings" not in trace.texts
+    assert diagnose(trace) == []
+    assert any(tag.startswith("doctor/grad_norm/") for tag in trace.scalars)
+
+
+def test_findings_go_to_the_text_tab_once_each_and_into_the_summary(tmp_path, capsys):
+    _run(gl, lr_100x_too_high, tmp_path)
+    texts = read_trace(str(tmp_path)).texts["doctor/findings"]
+    kinds = [part.split("**")[1] for text in texts.values() for part in text.split("\n\n- ")]
+    assert "exploding_gradient" in kinds and len(kinds) == len(set(kinds))
+    summary = capsys.readouterr().err.split("doctor summary: ")[1].splitlines()
+    assert summary[0] == f"{len(kinds)} findings (gradlog doctor LOGDIR for details)"
+    assert sorted(line.split()[0] for line in summary[1:]) == sorted(kinds)
+
+
+def test_action_stop_ends_the_run_cleanly(tmp_path):
+    _run(gl, lr_100x_too_high, tmp_path, plugins=("doctor:every=5,action=stop",))
+    losses = read_trace(str(tmp_path)).scalars["train/loss"]
+    assert max(losses) < 50  # stopped at the first check after the first finding, not 200
+
+
+def test_stop_on_one_kind_and_thresholds_as_options(tmp_path):
+    doctor = Doctor(every=5, stop_on=["nonfinite"],
+                    thresholds={"large_update_ratio": {"above": 1e9}})
+    _run(gl, lr_100x_too_high, tmp_path, plugins=(doctor,))
+    assert "large_update_ratio" not in doctor.findings
+    assert "nonfinite" in doctor.findings
+    assert max(read_trace(str(tmp_path)).scalars["train/loss"]) < 50
+    with pytest.raises(ValueError, match="no finding kind 'nan'"):
+        Doctor(stop_on=["nan"])
+    with pytest.raises(ValueError, match="no threshold 'x'"):
+        Doctor(thresholds={"dead_units": {"x": 1}})
+
+
+def test_hooks_are_removed_and_training_is_unchanged(tmp_path):
+    data = teacher_data(256)
+    losses = []
+    for plugins in ((), ("doctor:every=1,check_every=1",)):
+        gl.manual_seed(0)
+        model = mlp(gl, [8, 16, 3])
+        opt = gl.optim.SGD(model.parameters(), lr=0.1)
+        x, y = gl.from_numpy(data[0]), gl.from_numpy(data[1])
+        with gl.watch(model, opt, logdir=str(tmp_path / str(len(plugins))), plugins=plugins,
+                      strict=True) as run:
+            out = []
+            for step in range(20):
+                opt.zero_grad()
+                loss = gl.nn.functional.cross_entropy(model(x[step * 8:step * 8 + 8]),
+                                                      y[step * 8:step * 8 + 8])
+                loss.backward()
+                opt.step()
+                run.log_scalar("train/loss", loss)
+                out.append(loss.item())
+        assert run.handles_left() == 0
+        losses.append(out)
+    np.testing.assert_array_equal(losses[0], losses[1])
+
+
+def test_healthy_run_builder_signature_is_shared():
+    assert HEALTHY["healthy_mlp"][1] is healthy_mlp
+
+
+def test_state_dict_keeps_what_was_reported(tmp_path, capsys):
+    first = Doctor(every=5)
+    _run(gl, lr_100x_too_high, tmp_path / "a", plugins=(first,))
+    resumed = Doctor(every=5)
+    resumed.load_state_dict(first.state_dict())
+    assert resumed.findings.keys() == first.findings.keys()
+    capsys.readouterr()
+    _run(gl, lr_100x_too_high, tmp_path / "b", plugins=(resumed,))
+    assert not [line for line in capsys.readouterr().err.splitlines()
+                if line.startswith("doctor: ")]  # nothing reported twice
