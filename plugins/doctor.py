@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
-from gradlog_plugins.activation_stats import RECTIFIERS, SATURATING, unit_stats
+from gradlog_plugins.activation_stats import activation_kind, unit_stats
 
 from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with
 from gradlog.doctor.trace import NONFINITE_TEXT
@@ -97,10 +97,12 @@ class Doctor(Plugin):
         in_optimizer = {id(p) for g in run.optimizer.param_groups for p in g["params"]} \
             if run.optimizer is not None else set()
         self._optimized = [(n, p) for n, p in self._params if id(p) in in_optimizer]
-        self._activations = [(name, module, SATURATING.get(type(module).__name__))
-                             for name, module in run.model.named_modules()
-                             if type(module).__name__ in RECTIFIERS
-                             or type(module).__name__ in SATURATING]
+        self._activations = []  # (activation-stats' choice: leaf modules named as activations)
+        for name, module in run.model.named_modules():
+            if next(iter(module.children()), None) is None:
+                is_activation, saturation = activation_kind(type(module).__name__)
+                if is_activation:
+                    self._activations.append((name, module, saturation))
         self._modules = list(run.model.named_modules())
         # every step, three hooks of a few microseconds: the NaN watch and what the search
         # for its origin needs (the step's input, a moment before the update)
