@@ -337,3 +337,21 @@ def test_tag_characters_tensorboard_cannot_show_are_replaced_with_a_warning(tmp_
     assert messages == [f"tag {tag!r} has characters outside [A-Za-z0-9_./-]; it is written as "
                         f"{shown!r}"]
     assert accumulated(tmp_path) == {shown: [(0, 1.0), (1, 2.0)]}
+
+
+# -- the run's logging API -------------------------------------------------------------------------
+
+def test_log_scalar_accepts_a_one_element_value_as_add_scalar_does(tmp_path):
+    model = nn.Linear(2, 1)
+    with gl.watch(model, gl.optim.SGD(model.parameters(), lr=0.1), logdir=str(tmp_path)) as run:
+        assert run.log_scalar("val/loss", gl.tensor([2.5])) == 2.5
+        assert run.log_scalar("val/acc", np.array([[0.75]])) == 0.75
+    assert accumulated(tmp_path)["val/loss"] == [(0, 2.5)]
+    assert accumulated(tmp_path)["val/acc"] == [(0, 0.75)]
+
+
+def test_log_scalar_of_several_values_names_the_tag_and_the_shape(tmp_path):
+    model = nn.Linear(2, 1)
+    with gl.watch(model, gl.optim.SGD(model.parameters(), lr=0.1), logdir=str(tmp_path)) as run:
+        raises(ValueError, "log_scalar('val/loss')", "one value", "shape (2, 3)",
+               fn=lambda: run.log_scalar("val/loss", gl.zeros(2, 3)))
