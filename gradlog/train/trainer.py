@@ -138,8 +138,7 @@ class Trainer:
         self._default_dir = not options.logdir
         self.run_dir = options.logdir or runs.default_run_dir()
         try:
-            taken = self.writes and not self._default_dir and (
-                runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML))
+            taken = self.writes and not self._default_dir and runs.holds_run(self.run_dir)
         except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         if taken:
