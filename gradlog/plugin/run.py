@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..engines import engine_for
+from ..serialization import check_saveable
 from .adapter import WatchAdapter
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError
@@ -499,10 +500,30 @@ class Run:
         return {
             "step": self.step, "epoch": self.epoch, "skipped_steps": self.skipped_steps,
             "amp_skipped_steps": self.amp_skipped_steps,
-            "plugins": {s.name: s.plugin.state_dict() for s in self._dispatcher.slots},
+            "plugins": self._plugin_states(),
             "generators": {s.name: self.engine.generator_state(s.generator)
                            for s in self._dispatcher.slots if s.generator is not None},
         }
+
+    def _plugin_states(self) -> dict:
+        """Each plugin's ``state_dict()``, under the failure policy: one that fails, or holds
+        what a checkpoint cannot (``gl.save``'s types, after the engine's conversion), is
+        left out of the checkpoint and reported (an observer; a mutator stops the run)."""
+        states = {}
+        for slot in self._dispatcher.slots:
+            state = invoke(slot, "state_dict", self._saveable_state, (slot,),
+                           policy=self._policy, returns=True)
+            if state is not None:
+                states[slot.name] = state
+        return states
+
+    def _saveable_state(self, slot: Slot) -> Any:
+        state = slot.plugin.state_dict()
+        try:
+            check_saveable(self.engine.to_checkpoint(state), "state_dict()")
+        except TypeError as exc:
+            raise TypeError(f"{exc} (a checkpoint cannot hold it)") from None
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         self.driver.jump_to(int(state["step"]), int(state["epoch"]))
