@@ -26,6 +26,7 @@ import numpy as np
 from ..engines import engine_for
 from ..serialization import check_saveable
 from .adapter import WatchAdapter
+from .direct_hooks import DirectHooks
 from .dispatch import Dispatcher, Replacements, Slot
 from .errors import PluginConfigError
 from .passes import InternalPasses
@@ -113,6 +114,7 @@ class Run:
                                      passes=self._passes, scaler=scaler,
                                      auto_batches=auto_batches)
         self._framework_handles: list = []
+        self._direct_hooks = DirectHooks(self.engine, self.model, optimizer)
         self._state = "new"
 
     # -- the driver's state, as users and plugins read it ----------------------------------
@@ -334,6 +336,7 @@ class Run:
                 slot, model=self.model, optimizer=self.optimizer, passes=self._passes,
                 policy=self._policy, replacements=self._replacements, engine=self.engine)
             slot.view = PluginRun(self, slot, self._passes)
+            self._direct_hooks.watch_events(slot)
             if slot.generator is None:  # not already restored by load_state_dict
                 slot.generator = self.engine.new_generator(
                     (self.seed * 1_000_003 + zlib.crc32(slot.name.encode())) % (2 ** 63))
@@ -344,8 +347,8 @@ class Run:
         try:
             self._attach_framework_hooks()
             for slot in self._dispatcher.slots:
-                invoke(slot, "setup", slot.plugin.setup, kwargs={"run": slot.view},
-                       policy=setup_policy)
+                invoke(slot, "setup", self._direct_hooks.watched(slot, slot.plugin.setup),
+                       kwargs={"run": slot.view}, policy=setup_policy)
                 set_up.append(slot)
             self._dispatcher.fire("on_train_start")
         except BaseException as exc:
@@ -413,6 +416,7 @@ class Run:
             if slot.enabled and self._state != "new":
                 invoke(slot, "teardown", slot.plugin.teardown, kwargs={"run": slot.view},
                        policy=quiet)
+            self._direct_hooks.remove_left(slot, self._policy.report)
         for h in self._framework_handles:
             h.remove()
         self._framework_handles.clear()
