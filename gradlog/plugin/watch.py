@@ -52,8 +52,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     enabled = resolve_plugins(plugins, config=cfg)
     ranks = engine.collectives()
     owns = writer is None
-    if owns:
-        logdir = _new_run_dir(logdir, ranks)
+    logdir = _new_run_dir(logdir, ranks, given_writer=not owns)
     if writer is None and ranks.rank == 0:
         writer = SummaryWriter(log_dir=logdir)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
@@ -78,13 +77,14 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     return run
 
 
-def _new_run_dir(logdir: str | None, ranks: Any) -> str | None:
+def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str | None:
     """The directory of a new run: ``logdir``, refused if it already holds a run (as
     ``gradlog train`` refuses it), or a new default one (``runs/<time>_<host>``, or the next
-    free ``-1``, ``-2``... name); decided by rank 0, raised on every rank."""
+    free ``-1``, ``-2``... name); decided by rank 0 (nothing to decide if it was given a
+    writer), raised on every rank."""
     from .. import runs
     refusal = ""
-    if ranks.rank == 0:
+    if ranks.rank == 0 and not given_writer:
         if not logdir:
             logdir = runs.claim_new_dir(runs.default_run_dir())
         elif runs.holds_run(logdir):
