@@ -15,7 +15,9 @@ from gradlog import nn, optim
 from gradlog.data import DataLoader, Shapes, TensorDataset
 
 
-def main(epochs: int = 3, n: int = 3000, logdir: str = "runs/own-loop") -> float:
+def main(epochs: int = 3, n: int = 3000, logdir: str | None = None) -> float:
+    """Train; returns the validation accuracy. Logs to ``logdir`` (default: a new
+    ``runs/<time>_<host>``: a run directory holds one run)."""
     gl.manual_seed(0)
     train, val = Shapes(n, seed=0), Shapes(n // 5, seed=1)
     loader = DataLoader(TensorDataset(gl.from_numpy(train.images), gl.from_numpy(train.labels)),
@@ -46,7 +48,7 @@ def main(epochs: int = 3, n: int = 3000, logdir: str = "runs/own-loop") -> float
             acc = float((pred == gl.from_numpy(val.labels)).float().mean().item())
             run.validation_end({"val/acc": acc})
             run.epoch_end()
-    print(f"val/acc {acc:.4f}; view with: tensorboard --logdir {logdir}")
+    print(f"val/acc {acc:.4f}; view with: tensorboard --logdir {run.writer.get_logdir()}")
     return acc
 
 

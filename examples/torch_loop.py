@@ -23,8 +23,9 @@ PLUGINS = ["histogram:every=50", "grad-norm", "grad-clip:max_norm=1.0", "nan-gua
            "gradcam:layer=8,every=50", "adversarial:mode=fgsm,eval_size=100,eval_steps=10"]
 
 
-def main(epochs: int = 3, n: int = 3000, logdir: str = "runs/torch-loop") -> list[float]:
-    """Train; returns the mean training loss of each epoch."""
+def main(epochs: int = 3, n: int = 3000, logdir: str | None = None) -> list[float]:
+    """Train; returns the mean training loss of each epoch. Logs to ``logdir`` (default: a
+    new ``runs/<time>_<host>``: a run directory holds one run)."""
     torch.manual_seed(0)
     train, val = Shapes(n, seed=0), Shapes(n // 5, seed=1)
     loader = DataLoader(TensorDataset(torch.from_numpy(train.images),
@@ -58,7 +59,7 @@ def main(epochs: int = 3, n: int = 3000, logdir: str = "runs/torch-loop") -> lis
                 acc = float((model(x_val).argmax(1) == y_val).float().mean())
             run.validation_end({"val/acc": acc})
             run.epoch_end()
-    print(f"val/acc {acc:.4f}; view with: tensorboard --logdir {logdir}")
+    print(f"val/acc {acc:.4f}; view with: tensorboard --logdir {run.writer.get_logdir()}")
     return epoch_losses
 
 

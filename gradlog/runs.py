@@ -22,7 +22,8 @@ from typing import Any
 from .serialization import atomic_file, load, save
 from .tensorboard import storage
 
-__all__ = ["default_run_dir", "claim_new_dir", "has_events", "checkpoints", "newest_checkpoint",
+__all__ = ["default_run_dir", "claim_new_dir", "has_events", "holds_run", "checkpoints",
+           "newest_checkpoint",
            "save_checkpoint", "load_checkpoint", "write_run_toml", "CHECKPOINT_FORMAT",
            "CHECKPOINT_VERSION", "RUN_TOML", "names", "exists", "isdir", "has_file",
            "read_text", "remove", "makedirs"]
@@ -124,6 +125,12 @@ def _publish(path: str, data_or_writer) -> None:
 
 def has_events(run_dir: str) -> bool:
     return any("tfevents" in name for name in names(run_dir))
+
+
+def holds_run(run_dir: str) -> bool:
+    """Whether ``run_dir`` already holds a run (event files, or ``gradlog train``'s
+    ``run.toml``): a new run there would log its steps again after the old ones'."""
+    return has_events(run_dir) or has_file(run_dir, RUN_TOML)
 
 
 def checkpoints(run_dir: str) -> list[tuple[int, str]]:

@@ -45,6 +45,12 @@ class CheckpointError(RuntimeError, ValueError):
     """
 
 
+def check_saveable(obj: Any, name: str = "obj") -> None:
+    """Raise the ``TypeError`` that ``save(obj, ...)`` would raise (its path starting with
+    ``name``), writing nothing: what a checkpoint cannot hold, found before it is written."""
+    _encode(obj, name, {})
+
+
 def save(obj: Any, f: str | os.PathLike | IO[bytes]) -> None:
     """Write ``obj`` to ``f`` (a path, written atomically, or a binary file object).
 

@@ -15,12 +15,13 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from ..utils.reductions import vector_norm
+from ..utils.run_hooks import RunHook
 
 __all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "map_tensors", "read_only"]
 
@@ -282,7 +283,50 @@ class Engine:
         (identity for an engine that compiles nothing)."""
         return hook
 
+    # -- hooks on the model -----------------------------------------------------------------
+    def hook_registries(self, model: Any = None,
+                        optimizer: Any = None) -> Iterator[tuple[Any, str, Any]]:
+        """``(owner, attribute, registry)`` of each hook registry of ``model`` (modules and
+        parameters) and ``optimizer``: dicts of hooks keyed by their handles' ids."""
+        raise NotImplementedError
+
     def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
         """Hooks registered on ``model`` (modules and parameters) and ``optimizer``: the leak
         check of ``PluginHarness`` and the tests."""
-        raise NotImplementedError
+        return sum(len(registry) for _, _, registry in self.hook_registries(model, optimizer))
+
+    def hooks_not_of_a_run(self, model: Any, optimizer: Any = None) -> dict:
+        """The hooks on ``model`` and ``optimizer`` that are not a run's (not ``RunHook``s:
+        registered directly, not through a plugin's registrar); ``{key: hook}``, keys for
+        ``remove_hooks``."""
+        found = {}
+        for owner, attribute, registry in self.hook_registries(model, optimizer):
+            for handle_id, entry in registry.items():
+                hook = self.hook_in(entry)
+                if not isinstance(hook, RunHook):
+                    found[(id(owner), attribute, handle_id)] = _Found(owner, hook)
+        return found
+
+    def hook_in(self, entry: Any) -> Any:
+        """The hook a registry's entry holds (the entry itself, unless the engine keeps a
+        record per hook)."""
+        return entry
+
+    def remove_hooks(self, found: dict) -> None:
+        """Remove hooks that ``hooks_not_of_a_run`` found (those still registered), with
+        their flags (``with_kwargs``, ``always_call``)."""
+        for (_, attribute, handle_id), where in found.items():
+            for name in (attribute, *_FLAGS.get(attribute, ())):
+                registry = getattr(where.owner, name, None)
+                if registry is not None:
+                    registry.pop(handle_id, None)
+
+
+class _Found(NamedTuple):
+    owner: Any
+    hook: Any
+
+
+# a module's registries of flags, keyed by the same handle ids (the same names in PyTorch)
+_FLAGS = {"_forward_pre_hooks": ("_forward_pre_hooks_with_kwargs",),
+          "_forward_hooks": ("_forward_hooks_with_kwargs", "_forward_hooks_always_called")}

@@ -165,6 +165,11 @@ class GradlogEngine(Engine):
         from ..nn.parallel import DistributedDataParallel
         return model.module if isinstance(model, DistributedDataParallel) else model
 
-    def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
-        from ..utils.hooks import count_hooks
-        return count_hooks(model, optimizer)
+    def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
+        from ..utils.hooks import hook_registries
+        return hook_registries(model, optimizer)
+
+    def hook_in(self, entry: Any) -> Any:
+        from ..nn.modules.hooks import ForwardHook, ForwardPreHook
+        # (a forward or forward pre-hook's entry is a record of the hook and its flags)
+        return entry.fn if isinstance(entry, (ForwardPreHook, ForwardHook)) else entry

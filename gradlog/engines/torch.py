@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from ..utils.hooks import hook_registries
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, map_tensors, read_only
 
 __all__ = ["TorchEngine", "ResumableLoader", "TorchCollectives"]
 
-# Hook registries of torch modules, tensors and optimizers (for the leak check only).
+# Hook registries of torch modules, tensors and optimizers.
 _MODULE_REGISTRIES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks",
                       "_backward_hooks")
 _TENSOR_REGISTRIES = ("_backward_hooks", "_post_accumulate_grad_hooks")
@@ -253,16 +254,9 @@ class TorchEngine(Engine):
         # registered), instead of tracing numpy and clock calls into graphs
         return self.torch.compiler.disable(hook)
 
-    def count_hooks(self, model: Any = None, optimizer: Any = None) -> int:
-        total = 0
-        if model is not None:
-            for m in model.modules():
-                total += sum(len(getattr(m, n, None) or ()) for n in _MODULE_REGISTRIES)
-            for p in model.parameters():
-                total += sum(len(getattr(p, n, None) or ()) for n in _TENSOR_REGISTRIES)
-        if optimizer is not None:
-            total += sum(len(getattr(optimizer, n, None) or ()) for n in _OPTIMIZER_REGISTRIES)
-        return total
+    def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
+        return hook_registries(model, optimizer, attributes=(
+            _MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES))
 
 
 class EagerWhileHooked:

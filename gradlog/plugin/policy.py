@@ -79,10 +79,11 @@ class FailurePolicy:
 
 
 def invoke(slot: Any, where: str, fn: Callable[..., Any], args: tuple = (),
-           kwargs: dict | None = None, *, policy: FailurePolicy) -> Any:
+           kwargs: dict | None = None, *, policy: FailurePolicy, returns: bool = False) -> Any:
     """Call ``fn(*args, **kwargs)``, one of ``slot``'s plugin's methods or hooks, under
     ``policy``; returns its result, or None when it failed. Control flow (``SkipStep``,
-    ``StopTraining``, ``PluginAbort``) propagates, except under a warn-only policy."""
+    ``StopTraining``, ``PluginAbort``) propagates, except under a warn-only policy. An
+    observer's result is a failure unless ``returns`` (its ``state_dict``)."""
     start = time.perf_counter()
     try:
         result = fn(*args, **kwargs) if kwargs else fn(*args)
@@ -91,7 +92,7 @@ def invoke(slot: Any, where: str, fn: Callable[..., Any], args: tuple = (),
         return None
     finally:
         slot.seconds += time.perf_counter() - start
-    if result is not None and slot.kind == "observer":
+    if result is not None and slot.kind == "observer" and not returns:
         policy.failed(slot, where, TypeError(
             f"an observer's {where} must return None, got {type(result).__name__}"))
         return None

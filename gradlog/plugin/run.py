@@ -229,13 +229,22 @@ class Run:
         must log the tag at the same point); ``per_rank=True`` writes this rank's value into
         its ``rank<k>/`` sub-run instead. Returns the value logged (the reduction, with
         ``reduce``)."""
-        v = self._ranks.reduce(float(self.engine.to_numpy(value)), reduce)
+        v = self._ranks.reduce(self._one_number(tag, value), reduce)
         if metric:
             self.driver.metrics[tag] = v
         writer = self._ranks.target(per_rank)
         if writer is not None:
             writer.add_scalar(tag, v, self.step if step is None else step)
         return v
+
+    def _one_number(self, tag: str, value: Any) -> float:
+        """``value`` as a float: a number, or an array or tensor of one element (any shape,
+        as ``SummaryWriter.add_scalar`` takes it)."""
+        array = np.asarray(self.engine.to_numpy(value))
+        if array.size != 1:
+            raise ValueError(f"log_scalar('{tag}') takes one value, got an array of shape "
+                             f"{tuple(array.shape)}")
+        return float(array.reshape(()))
 
     def _log_amp_skipped(self, count: int) -> None:
         self.log_scalar("amp/skipped_steps", count, metric=False)

@@ -52,6 +52,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     enabled = resolve_plugins(plugins, config=cfg)
     ranks = engine.collectives()
     owns = writer is None
+    logdir = _new_run_dir(logdir, ranks, given_writer=not owns)
     if writer is None and ranks.rank == 0:
         writer = SummaryWriter(log_dir=logdir)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
@@ -74,3 +75,25 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         raise
     run.log_text(MODEL_TEXT_TAG, model_text(run.model), run.step)
     return run
+
+
+def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str | None:
+    """The directory of a new run: ``logdir``, refused if it already holds a run (as
+    ``gradlog train`` refuses it), or a new default one (``runs/<time>_<host>``, or the next
+    free ``-1``, ``-2``... name); decided by rank 0 (nothing to decide if it was given a
+    writer), raised on every rank."""
+    from .. import runs
+    refusal = ""
+    if ranks.rank == 0 and not given_writer:
+        if not logdir:
+            logdir = runs.claim_new_dir(runs.default_run_dir())
+        elif runs.holds_run(logdir):
+            refusal = (f"{logdir} already holds a run (event files): a second gl.watch there "
+                       "would log its steps again from 0 after the first run's; give another "
+                       "logdir (or none, for a new default one), or pass your own "
+                       f"writer=SummaryWriter({logdir!r}) to add to that run yourself")
+    if ranks.world_size > 1:
+        refusal = ranks.broadcast_text(refusal)
+    if refusal:
+        raise FileExistsError(refusal)
+    return logdir

@@ -147,7 +147,7 @@ class Trainer:
 
     def _refuse_taken(self) -> None:
         try:
-            taken = runs.has_events(self.run_dir) or runs.has_file(self.run_dir, runs.RUN_TOML)
+            taken = runs.holds_run(self.run_dir)
         except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
             raise UserError(f"cannot use the run directory {self.run_dir}: {exc}") from None
         if taken:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import itertools
 import weakref
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["HookRegistry", "RemovableHandle", "register", "count_hooks", "unserializable_hook"]
+__all__ = ["HookRegistry", "RemovableHandle", "register", "hook_registries", "count_hooks",
+           "unserializable_hook"]
 
 _ids = itertools.count()
 _last_restored = -1  # the highest id of a handle restored from a pickle (ids stay unique)
@@ -104,18 +106,30 @@ _MODULE_REGISTRIES = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hoo
                       "_backward_hooks")
 _TENSOR_REGISTRIES = ("_hooks", "_post_hooks")
 _OPTIMIZER_REGISTRIES = ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks")
+REGISTRIES = (_MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES)
+
+
+def hook_registries(model: Any = None, optimizer: Any = None, tensors: Any = (), *,
+                    attributes: tuple = REGISTRIES) -> Iterator[tuple[Any, str, Any]]:
+    """``(owner, attribute, registry)`` of each hook registry that is set on ``model`` (its
+    modules and parameters), on ``optimizer`` and on ``tensors``. ``attributes``: the names
+    of a module's, a tensor's and an optimizer's registries (PyTorch's differ for tensors)."""
+    module_names, tensor_names, optimizer_names = attributes
+    owners: list[tuple[Any, tuple[str, ...]]] = []
+    if model is not None:
+        owners += [(m, module_names) for m in model.modules()]
+        tensors = [*model.parameters(), *tensors]
+    owners += [(t, tensor_names) for t in tensors]
+    if optimizer is not None:
+        owners.append((optimizer, optimizer_names))
+    for owner, attributes in owners:
+        for name in attributes:
+            registry = getattr(owner, name, None)
+            if registry is not None:
+                yield owner, name, registry
 
 
 def count_hooks(model: Any = None, optimizer: Any = None, tensors: Any = ()) -> int:
     """How many hooks are registered on ``model`` (its modules and parameters), on
     ``optimizer`` and on ``tensors``: the leak check used by tests and ``PluginHarness``."""
-    total = 0
-    if model is not None:
-        for m in model.modules():
-            total += sum(len(getattr(m, name, None) or ()) for name in _MODULE_REGISTRIES)
-        tensors = [*model.parameters(), *tensors]
-    for t in tensors:
-        total += sum(len(getattr(t, name, None) or ()) for name in _TENSOR_REGISTRIES)
-    if optimizer is not None:
-        total += sum(len(getattr(optimizer, name, None) or ()) for name in _OPTIMIZER_REGISTRIES)
-    return total
+    return sum(len(registry) for _, _, registry in hook_registries(model, optimizer, tensors))

@@ -249,3 +249,101 @@ def test_stop_training_at_every_batch_end_ends_the_batch_once():
         user_loop(run, model, opt, make_batches(5))
     # the first batch's end stopped the run; finishing it did not end that batch again
     assert plugin.batch_ends == 1 and run.step == 1 and count_hooks(model, opt) == 0
+
+
+# -- hooks a plugin registers on the model directly --------------------------------------------
+
+class DirectRegistrar(Plugin):
+    """Registers hooks on the model and the optimizer directly (not through run.hooks) in
+    setup and on_epoch_end, and one through run.hooks; counts each hook's calls."""
+
+    name = "direct"
+
+    def __init__(self, model, opt) -> None:
+        super().__init__()
+        self.model, self.opt = model, opt
+        self.calls = {"forward": 0, "pre": 0, "tensor": 0, "step": 0, "registrar": 0}
+
+    def _count(self, kind):
+        def hook(*args, **kwargs):
+            self.calls[kind] += 1
+        hook.__name__ = f"{kind}_hook"
+        return hook
+
+    def setup(self, run):
+        first = next(iter(self.model.children()))
+        first.register_forward_hook(self._count("forward"), with_kwargs=True, always_call=True)
+        next(iter(self.model.parameters())).register_hook(self._count("tensor"))
+        self.opt.register_step_post_hook(self._count("step"))
+        run.hooks.register_forward_hook(first, self._count("registrar"))
+
+    def on_epoch_end(self, run):
+        self.model.register_forward_pre_hook(self._count("pre"))
+
+
+class TidyDirect(Plugin):
+    """Registers a hook directly and removes it itself in teardown: nothing to report."""
+
+    name = "tidy"
+
+    def __init__(self, model) -> None:
+        super().__init__()
+        self.model = model
+
+    def setup(self, run):
+        self.handle = self.model.register_forward_hook(lambda *a: None)
+
+    def teardown(self, run):
+        self.handle.remove()
+
+
+def _torch_or_gradlog(engine):
+    if engine == "gradlog":
+        model, opt = setup_model()
+        batches = make_batches(2)
+        return model, opt, batches, cross_entropy
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU(), torch.nn.Linear(4, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = [(torch.randn(4, 8), torch.randint(0, 3, (4,))) for _ in range(2)]
+    return model, opt, batches, torch.nn.functional.cross_entropy
+
+
+@pytest.mark.parametrize("engine", ["gradlog", "torch"])
+def test_hooks_a_plugin_registers_directly_are_removed_with_a_warning(engine):
+    model, opt, batches, loss_fn = _torch_or_gradlog(engine)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()
+        opt.step()
+
+    user_calls = []
+    direct = DirectRegistrar(model, opt)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gl.watch(model, opt, plugins=[direct, TidyDirect(model)],
+                      writer=MemoryWriter()) as run:
+            for x, y in batches:
+                step(*run.batch(x, y))
+            # the user's own hook, registered during the run: not the plugins', kept
+            user_handle = model.register_forward_hook(lambda *a: user_calls.append(1))
+            run.epoch_end()
+            step(*batches[0])
+    assert direct.calls == {"forward": 3, "pre": 1, "tensor": 3, "step": 3, "registrar": 3}
+    messages = [str(w.message) for w in caught if "registered" in str(w.message)]
+    assert len(messages) == 1, messages
+    assert messages[0].startswith("plugin 'direct' registered 4 hook(s) on the model or "
+                                  "optimizer directly, not through run.hooks (")
+    for name in ("forward_hook", "tensor_hook", "step_hook", "pre_hook"):
+        assert name in messages[0], messages[0]
+    assert "removed at the end of the run" in messages[0]
+    assert run.engine.count_hooks(model, opt) == 1  # the user's hook alone
+    step(*batches[1])  # the plugin's hooks fire no more; the user's does
+    assert direct.calls == {"forward": 3, "pre": 1, "tensor": 3, "step": 3, "registrar": 3}
+    assert len(user_calls) == 2
+    user_handle.remove()
+    assert run.engine.count_hooks(model, opt) == 0
+    first = next(iter(model.children()))
+    assert not first._forward_hooks_with_kwargs and not first._forward_hooks_always_called

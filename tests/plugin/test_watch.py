@@ -313,3 +313,50 @@ def test_a_closure_step_on_gradlogs_optimizer_logs_the_closures_gradient():
     logged = writer.series("scalar", "grad-norm/global")
     assert logged.steps == [0, 1, 2]  # step 0 too, each its own step's gradient
     np.testing.assert_allclose(logged.values, [computed[s] for s in logged.steps], rtol=1e-6)
+
+
+class _Opaque:
+    pass
+
+
+class _Stateful(Plugin):
+    """Its state: a tensor of the model's engine, and (optionally) an object no checkpoint
+    holds."""
+
+    name = "stateful"
+
+    def __init__(self, make_tensor, opaque: bool) -> None:
+        super().__init__()
+        self.make_tensor, self.opaque = make_tensor, opaque
+
+    def state_dict(self):
+        state = {"seen": self.make_tensor()}
+        return {**state, "cache": _Opaque()} if self.opaque else state
+
+
+@pytest.mark.parametrize("engine", ["gradlog", "torch"])
+def test_state_dict_leaves_out_an_observers_state_a_checkpoint_cannot_hold(tmp_path, engine):
+    if engine == "torch":
+        torch = pytest.importorskip("torch")
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        make = lambda: torch.ones(3)  # noqa: E731
+    else:
+        model, opt = setup_model()
+        make = lambda: gl.ones(3)  # noqa: E731
+    plugins = [_Stateful(make, opaque=True), Recorder()]
+    good = _Stateful(make, opaque=False)
+    good.name = "stateful-ok"
+    with gl.watch(model, opt, logdir=str(tmp_path), plugins=[*plugins, good]) as run:
+        with pytest.warns(RuntimeWarning) as caught:
+            state = run.state_dict()
+    (warning,) = [w for w in caught if "plugin 'stateful'" in str(w.message)]
+    assert str(warning.message).startswith(
+        "plugin 'stateful' (observer) failed in state_dict at step 0: TypeError: "
+        'state_dict()["cache"]: unsupported type _Opaque (a checkpoint cannot hold it)')
+    assert set(state["plugins"]) == {"recorder", "stateful-ok"}
+    assert set(state["generators"]) == {"recorder", "stateful", "stateful-ok"}
+    saved = tmp_path / "state.npz"
+    gl.save(run.engine.to_checkpoint(state), saved)
+    np.testing.assert_array_equal(gl.load(saved)["plugins"]["stateful-ok"]["seen"].numpy(),
+                                  np.ones(3))

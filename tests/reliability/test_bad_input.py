@@ -337,3 +337,57 @@ def test_tag_characters_tensorboard_cannot_show_are_replaced_with_a_warning(tmp_
     assert messages == [f"tag {tag!r} has characters outside [A-Za-z0-9_./-]; it is written as "
                         f"{shown!r}"]
     assert accumulated(tmp_path) == {shown: [(0, 1.0), (1, 2.0)]}
+
+
+# -- the run's logging API -------------------------------------------------------------------------
+
+def test_log_scalar_accepts_a_one_element_value_as_add_scalar_does(tmp_path):
+    model = nn.Linear(2, 1)
+    with gl.watch(model, gl.optim.SGD(model.parameters(), lr=0.1), logdir=str(tmp_path)) as run:
+        assert run.log_scalar("val/loss", gl.tensor([2.5])) == 2.5
+        assert run.log_scalar("val/acc", np.array([[0.75]])) == 0.75
+    assert accumulated(tmp_path)["val/loss"] == [(0, 2.5)]
+    assert accumulated(tmp_path)["val/acc"] == [(0, 0.75)]
+
+
+def test_log_scalar_of_several_values_names_the_tag_and_the_shape(tmp_path):
+    model = nn.Linear(2, 1)
+    with gl.watch(model, gl.optim.SGD(model.parameters(), lr=0.1), logdir=str(tmp_path)) as run:
+        raises(ValueError, "log_scalar('val/loss')", "one value", "shape (2, 3)",
+               fn=lambda: run.log_scalar("val/loss", gl.zeros(2, 3)))
+
+
+def _three_steps(model, opt, run):
+    for _ in range(3):
+        opt.zero_grad()
+        loss = model(gl.ones(4, 2)).sum()
+        loss.backward()
+        opt.step()
+        run.log_scalar("train/loss", loss)
+
+
+def test_second_watch_into_a_logdir_holding_a_run_is_refused(tmp_path):
+    model = nn.Linear(2, 1)
+    opt = gl.optim.SGD(model.parameters(), lr=0.1)
+    logdir = str(tmp_path / "exp1")
+    with gl.watch(model, opt, logdir=logdir) as run:
+        _three_steps(model, opt, run)
+    raises(FileExistsError, f"{logdir} already holds a run", "give another logdir",
+           fn=lambda: gl.watch(model, opt, logdir=logdir))
+    assert [step for step, _ in accumulated(logdir)["train/loss"]] == [0, 1, 2]
+    assert len([n for n in os.listdir(logdir) if "tfevents" in n]) == 1
+    assert gl.utils.hooks.count_hooks(model, opt) == 0  # the refused run attached nothing
+
+
+def test_watch_without_logdir_takes_a_new_default_directory_each_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = nn.Linear(2, 1)
+    opt = gl.optim.SGD(model.parameters(), lr=0.1)
+    dirs = []
+    for _ in range(2):  # (in the same second: the same default name, then its "-1")
+        with gl.watch(model, opt) as run:
+            _three_steps(model, opt, run)
+            dirs.append(run.writer.get_logdir())
+    assert dirs[0] != dirs[1] and all(os.path.isdir(d) for d in dirs)
+    for d in dirs:
+        assert [step for step, _ in accumulated(d)["train/loss"]] == [0, 1, 2]

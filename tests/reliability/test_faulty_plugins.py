@@ -174,6 +174,63 @@ def test_an_observer_returning_a_value_is_a_failure_and_the_value_is_ignored(
     assert "must return None" in ran.messages[0]
 
 
+class Opaque:
+    """Something a checkpoint cannot hold (no pickle)."""
+
+
+class UnsaveableState(Plugin):
+    """Counts its steps; its state holds an object a checkpoint cannot hold."""
+
+    name = "unsaveable"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.steps = 0
+
+    def on_batch_end(self, run, metrics):
+        self.steps += 1
+
+    def state_dict(self):
+        return {"steps": self.steps, "window": Opaque()}
+
+
+class UnsaveableMutator(UnsaveableState):
+    name = "unsaveable-mutator"
+    kind = "mutator"
+
+
+def test_an_observer_whose_state_a_checkpoint_cannot_hold_is_left_out_of_it(tmp_path,
+                                                                            reference):
+    ran = _train(tmp_path, Spy(), UnsaveableState())
+    assert ran.code == 0, ran.err
+    warned = [line for line in ran.err.splitlines() if "plugin 'unsaveable'" in line]
+    assert len(warned) == 2, ran.err  # a checkpoint at each epoch end, each saved without it
+    for n, (line, step) in enumerate(zip(warned, (4, 8)), 1):
+        assert line == (
+            f"warning: plugin 'unsaveable' (observer) failed in state_dict at step {step}: "
+            'TypeError: state_dict()["window"]: unsupported type Opaque (a checkpoint cannot '
+            f"hold it) (failure {n} in a row of 3 allowed)"), line
+    assert [step for step, _ in runs.checkpoints(ran.run_dir)] == [4, 8]
+    state = runs.load_checkpoint(runs.newest_checkpoint(ran.run_dir))
+    assert set(state["run"]["plugins"]) == {"spy"}
+    assert "unsaveable" in state["run"]["generators"]
+    _checkpoint_intact(ran.run_dir, STEPS, reference)
+    found = _readable(ran.run_dir)
+    for tag in TAGS:
+        assert found[tag] == reference[0][tag], tag
+
+
+def test_a_mutator_whose_state_a_checkpoint_cannot_hold_stops_the_run(tmp_path, reference):
+    spy = Spy()
+    ran = _train(tmp_path, UnsaveableMutator(), spy)
+    assert ran.code == 1
+    assert ran.err.splitlines()[0] == (
+        "error: plugin 'unsaveable-mutator' failed in state_dict at step 4: TypeError: "
+        'state_dict()["window"]: unsupported type Opaque (a checkpoint cannot hold it)'), ran.err
+    assert [type(e) for e in spy.errors] == [PluginError]
+    assert runs.checkpoints(ran.run_dir) == []
+
+
 @pytest.mark.parametrize("kind", [Faulty, FaultyMutator])
 @pytest.mark.parametrize("where", [*HOOKS, "on_batch_end", "on_after_backward"])
 def test_a_hook_that_registers_more_hooks_keeps_the_registries_consistent(
