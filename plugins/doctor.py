@@ -217,8 +217,8 @@ class Doctor(Plugin):
     def on_train_end(self, run: Any) -> None:
         self._remove_hooks(run)
         self._check(run, final=True)
-        if self.options.summary and run.rank == 0:
-            print(self.summary(), file=sys.stderr, flush=True)
+        if self.options.summary:
+            run.say(self.summary())
 
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:

@@ -49,6 +49,10 @@ def _is_gradlog_writer(writer: Any) -> bool:
     return known
 
 
+def _print(text: str) -> None:
+    print(text, flush=True)
+
+
 class Run:
     """One training run with plugins attached. Create it with ``gl.watch(...)`` (your own
     loop) or let ``gradlog train`` create it.
@@ -62,9 +66,12 @@ class Run:
     waited for the writer's full background queue (both averaged since the previous point).
     The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
     failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
-    ``gradlog train`` prints it as one of its own lines). ``hooks=False``: no hook of
-    ``gl.watch`` is attached, the caller announces every boundary to ``run.driver``
-    (``gradlog train``'s loop, a framework's callbacks); ``scaler``: see ``gl.watch``.
+    ``gradlog train`` prints it as one of its own lines); a plugin's information for the person
+    at the console (``run.say(text)``, e.g. an end-of-run summary) goes to ``say(text)`` (standard
+    output unless given; ``gradlog train``'s console, silent under ``--quiet``).
+    ``hooks=False``: no hook of ``gl.watch`` is attached, the caller announces every boundary
+    to ``run.driver`` (``gradlog train``'s loop, a framework's callbacks); ``scaler``: see
+    ``gl.watch``.
 
     Data-parallel: ``model`` may be a ``DistributedDataParallel`` wrapper; ``run.model`` is the
     module it wraps (the names of a one-process run). The ranks are the engine's process group
@@ -80,7 +87,7 @@ class Run:
                  owns_writer: bool = True, engine: Any = None,
                  rank_writer: Callable[[int], Any] | None = None,
                  report: Callable[[str], None] | None = None, scaler: Any = None,
-                 hooks: bool = True) -> None:
+                 hooks: bool = True, say: Callable[[str], None] | None = None) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
         self._given_model = model  # (a compiled or data-parallel wrapper: its root hook)
@@ -116,6 +123,7 @@ class Run:
                                      passes=self._passes, scaler=scaler,
                                      auto_batches=auto_batches)
         self._watch_hooks = hooks
+        self.say = say or _print
         self._framework_handles: list = []
         self._state = "new"
 

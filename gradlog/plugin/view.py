@@ -84,6 +84,13 @@ class PluginRun:
                  per_rank: bool = False) -> None:
         self._charged(self._run.log_text, tag, text, step, per_rank=per_rank)
 
+    def say(self, text: str) -> None:
+        """Information for the person at the console (one line or a few, e.g. a summary at the
+        end of the run): ``gradlog train``'s console (not with ``--quiet``), standard output
+        under ``gl.watch``. Rank 0's only."""
+        if self._run.rank == 0:
+            self._run.say(text)
+
     def _charged(self, log: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """``log(*args, **kwargs)``, the waits for the run's writer's full background queue
         during it charged to this plugin (``plugins/<name>/queue_waits``): counted where a

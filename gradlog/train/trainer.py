@@ -234,6 +234,7 @@ class Trainer:
                                config=flat_config(self.config),
                                seed=self.config.settings["seed"], hooks=False,
                                engine=self.engine, report=self.console.warn,
+                               say=self.console.say,
                                rank_writer=self._rank_writer)
             except BaseException:
                 if writer is not None:

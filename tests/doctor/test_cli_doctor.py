@@ -73,7 +73,7 @@ def test_gradlog_train_runs_the_doctor_by_default_and_ends_with_its_summary(tmp_
                       "two_object_size = 8\n")
     result = CliRunner().invoke(main, ["train", "--epochs", "2", "--batch-size", "16",
                                        "--config", str(config), "--logdir",
-                                       str(tmp_path / "run"), "-q"])
+                                       str(tmp_path / "run")])
     assert result.exit_code == 0, result.output
     assert "doctor summary: no findings" in result.output
     from gradlog.doctor import read_trace

@@ -55,8 +55,8 @@ def test_live_doctor_finds_each_pathology(engine, build, tmp_path, capsys):
 def test_live_doctor_is_silent_on_healthy_runs_at_its_default_cadence(engine, build, tmp_path,
                                                                      capsys):
     _run(engine, build, tmp_path, plugins=("doctor",))
-    err = capsys.readouterr().err
-    assert "doctor:" not in err and "doctor summary: no findings" in err
+    captured = capsys.readouterr()
+    assert "doctor:" not in captured.err and "doctor summary: no findings" in captured.out
     trace = read_trace(str(tmp_path))
     assert "doctor/findings" not in trace.texts
     assert diagnose(trace) == []
@@ -68,7 +68,7 @@ def test_findings_go_to_the_text_tab_once_each_and_into_the_summary(tmp_path, ca
     texts = read_trace(str(tmp_path)).texts["doctor/findings"]
     kinds = [part.split("**")[1] for text in texts.values() for part in text.split("\n\n- ")]
     assert "exploding_gradient" in kinds and len(kinds) == len(set(kinds))
-    summary = capsys.readouterr().err.split("doctor summary: ")[1].splitlines()
+    summary = capsys.readouterr().out.split("doctor summary: ")[1].splitlines()
     assert summary[0] == f"{len(kinds)} findings (gradlog doctor LOGDIR for details)"
     assert sorted(line.split()[0] for line in summary[1:]) == sorted(kinds)
 
