@@ -65,8 +65,8 @@ class Options:
         if not (self.norm_type > 0):
             raise ValueError(f"norm_type must be > 0 (or inf), got {self.norm_type}")
         for key in ("max_norm", "clip_value", "agc_clipping", "agc_eps"):
-            value = getattr(self, key)
-            if not (value > 0 and math.isfinite(value)):
+            value = getattr(self, key)  # (finite already: the options' bounds refuse nan, inf)
+            if not value > 0:
                 raise ValueError(f"{key} must be a finite number > 0, got {value}")
         if self.clamp is not None and not (self.clamp > 0 and math.isfinite(self.clamp)):
             raise ValueError(f"clamp must be a finite number > 0, got {self.clamp}")

@@ -20,12 +20,6 @@ class Options:
     log_every: int = field(default=1, metadata={
         "help": "log grad-noise/std every N optimizer steps", "min": 1})
 
-    def validate(self) -> None:
-        for key in ("eta", "gamma"):
-            value = getattr(self, key)
-            if not math.isfinite(value):
-                raise ValueError(f"{key} must be a finite number >= 0, got {value}")
-
 
 class GradNoise(Plugin):
     """Annealed Gaussian gradient noise: adds N(0, eta / (1 + t)^gamma) to every gradient.
