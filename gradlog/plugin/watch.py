@@ -11,7 +11,7 @@ from .options import load_config
 from .ranks import rank_run_dir
 from .run import Run
 
-__all__ = ["watch"]
+__all__ = ["watch", "watch_driven"]
 
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
@@ -46,13 +46,44 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
+    return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
+                  config=config, probe_sets=probe_sets, max_failures=max_failures,
+                  writer=writer, scaler=scaler, hooks=True, state=None, shares_dir=False)
+
+
+def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugins: Any = (),
+                 strict: bool = False, config: Any = None, probe_sets: dict | None = None,
+                 max_failures: int = 3, state: dict | None = None) -> Run:
+    """``gl.watch`` for a training framework whose own callbacks say where the steps are
+    (``gradlog.integrations``): no hook of ``gl.watch`` is attached to ``model`` or
+    ``optimizer``; the caller announces each boundary to ``run.driver``
+    (``batch_start(batch)``, ``gradients_final(optimizer)`` where the framework's gradients
+    are final, ``step_end()``, ``batch_end(metrics)``, ``validation_end(metrics)``,
+    ``epoch_end()``) and ends the run with ``run.finish(error=None)``. Plugins still attach
+    their own hooks (activations, weights) through the run.
+
+    ``logdir`` may already hold the framework's own event files (its TensorBoard logger's
+    directory): gradlog's files go beside them, so one TensorBoard run shows both. ``state``
+    is ``run.state_dict()`` of the run this one continues (kept in the framework's
+    checkpoint): step, epoch and the plugins' state are restored before the plugins start.
+    The other arguments are ``gl.watch``'s; data-parallel ranks as there (rank 0 writes).
+    """
+    return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
+                  config=config, probe_sets=probe_sets, max_failures=max_failures,
+                  writer=None, scaler=None, hooks=False, state=state, shares_dir=True)
+
+
+def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, strict: bool,
+           config: Any, probe_sets: dict | None, max_failures: int, writer: Any, scaler: Any,
+           hooks: bool, state: dict | None, shares_dir: bool) -> Run:
+    """The run of ``watch`` and ``watch_driven``, started (its writer closed if it fails)."""
     from ..tensorboard import SummaryWriter
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
     enabled = resolve_plugins(plugins, config=cfg)
     ranks = engine.collectives()
     owns = writer is None
-    logdir = _new_run_dir(logdir, ranks, given_writer=not owns)
+    logdir = _new_run_dir(logdir, ranks, given_writer=not owns, shares_dir=shares_dir)
     if writer is None and ranks.rank == 0:
         writer = SummaryWriter(log_dir=logdir)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
@@ -66,8 +97,10 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writer, scaler=scaler)
+              rank_writer=rank_writer, scaler=scaler, hooks=hooks)
     try:
+        if state is not None:
+            run.load_state_dict(state)
         run.start()
     except BaseException:
         if owns and writer is not None:
@@ -77,9 +110,11 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     return run
 
 
-def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str | None:
+def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool,
+                 shares_dir: bool = False) -> str | None:
     """The directory of a new run: ``logdir``, refused if it already holds a run (as
-    ``gradlog train`` refuses it), or a new default one (``runs/<time>_<host>``, or the next
+    ``gradlog train`` refuses it; not when the run ``shares_dir`` with a framework's own
+    logger), or a new default one (``runs/<time>_<host>``, or the next
     free ``-1``, ``-2``... name); decided by rank 0 (nothing to decide if it was given a
     writer), raised on every rank."""
     from .. import runs
@@ -87,7 +122,7 @@ def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str |
     if ranks.rank == 0 and not given_writer:
         if not logdir:
             logdir = runs.claim_new_dir(runs.default_run_dir())
-        elif runs.holds_run(logdir):
+        elif not shares_dir and runs.holds_run(logdir):
             refusal = (f"{logdir} already holds a run (event files): a second gl.watch there "
                        "would log its steps again from 0 after the first run's; give another "
                        "logdir (or none, for a new default one), or pass your own "
