@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..engines import engine_for
-from .discovery import resolve_plugins
+from .discovery import load, resolve_plugins
 from .model_text import MODEL_TEXT_TAG, model_text
-from .options import load_config
+from .options import load_config, parse_spec
 from .ranks import rank_run_dir
 from .run import Run
 
@@ -53,7 +54,8 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
 
 def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugins: Any = (),
                  strict: bool = False, config: Any = None, probe_sets: dict | None = None,
-                 max_failures: int = 3, state: dict | None = None) -> Run:
+                 max_failures: int = 3, state: dict | None = None,
+                 every: int | None = None) -> Run:
     """``gl.watch`` for a training framework whose own callbacks say where the steps are
     (``gradlog.integrations``): no hook of ``gl.watch`` is attached to ``model`` or
     ``optimizer``; the caller announces each boundary to ``run.driver``
@@ -66,10 +68,15 @@ def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugi
     directory): gradlog's files go beside them, so one TensorBoard run shows both. ``state``
     is ``run.state_dict()`` of the run this one continues (kept in the framework's
     checkpoint): step, epoch and the plugins' state are restored before the plugins start.
-    The other arguments are ``gl.watch``'s; data-parallel ranks as there (rank 0 writes).
+    ``every``: the ``every`` option (how often it logs) of each plugin enabled by name that has
+    one and was not given one (in its ``-p`` string or ``config``). The other arguments are
+    ``gl.watch``'s; data-parallel ranks as there (rank 0 writes).
     """
+    cfg = load_config(config) if isinstance(config, str) else dict(config or {})
+    if every is not None:
+        cfg = _with_every(plugins, cfg, every)
     return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
-                  config=config, probe_sets=probe_sets, max_failures=max_failures,
+                  config=cfg, probe_sets=probe_sets, max_failures=max_failures,
                   writer=None, scaler=None, hooks=False, state=state, shares_dir=True)
 
 
@@ -108,6 +115,22 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
         raise
     run.log_text(MODEL_TEXT_TAG, model_text(run.model), run.step)
     return run
+
+
+def _with_every(specs: Any, cfg: dict, every: int) -> dict:
+    """``cfg`` whose ``[plugins.NAME]`` tables give ``every`` to each plugin of ``specs`` named
+    by a string whose options have ``every`` and that neither the string nor ``cfg`` sets."""
+    tables = {name: dict(table) for name, table in cfg.get("plugins", {}).items()}
+    for spec in specs:
+        if not isinstance(spec, str):
+            continue
+        name, options = parse_spec(spec)
+        if "every" in options or "every" in tables.get(name, {}):
+            continue
+        fields = getattr(load(name), "Options", None)
+        if fields is not None and "every" in {f.name for f in dataclasses.fields(fields)}:
+            tables.setdefault(name, {})["every"] = every
+    return {**cfg, "plugins": tables}
 
 
 def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool,

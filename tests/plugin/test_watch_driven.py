@@ -103,3 +103,15 @@ def test_a_checkpointed_run_state_is_restored_before_the_plugins_start(tmp_path)
     _train(run, model, opt, make_batches(1))
     run.finish()
     assert again.seen[0] == ("on_batch_start", 3) and run.step == 4
+
+
+def test_every_sets_the_cadence_of_named_plugins_that_were_not_given_one(tmp_path):
+    model, opt = setup_model()
+    run = watch_driven(model, opt, logdir=str(tmp_path), every=7,
+                       plugins=["grad-norm", "histogram:every=5", "nan-guard"],
+                       config={"plugins": {"activation-stats": {"every": 3}}})
+    run.finish()
+    assert run.plugin("grad-norm").options.every == 7
+    assert run.plugin("histogram").options.every == 5
+    assert run.plugin("activation-stats").options.every == 3
+    assert not hasattr(run.plugin("nan-guard").options, "every")
