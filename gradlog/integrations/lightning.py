@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib
 import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..engines.base import map_tensors
@@ -32,7 +33,9 @@ from ..plugin.watch import watch_driven
 
 __all__ = ["GradlogCallback", "DEFAULT_PLUGINS"]
 
-DEFAULT_PLUGINS = ("histogram", "grad-norm", "nan-guard")
+# observers only: a callback added to see the gradients changes no step (nan-guard, a mutator
+# that skips steps, is one to add by name)
+DEFAULT_PLUGINS = ("histogram", "grad-norm")
 _PACKAGES = ("lightning.pytorch", "pytorch_lightning")
 
 
@@ -163,7 +166,7 @@ class GradlogCallback:
             driver.step_skipped()  # the scale only drops when the scaler skipped the step
         else:
             driver.step_end()
-        driver.batch_end(dict(trainer.callback_metrics))
+        driver.batch_end(_CallbackMetrics(trainer))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if self.run is not None:
@@ -200,6 +203,30 @@ class GradlogCallback:
 
     def load_state_dict(self, state_dict: dict) -> None:
         self._restored = dict(state_dict)
+
+
+class _CallbackMetrics(Mapping):
+    """``trainer.callback_metrics``, read when a plugin's ``on_batch_end`` first asks for it:
+    Lightning computes it anew at each read (1% of a small model's step), and most steps no
+    plugin listens."""
+
+    def __init__(self, trainer: Any) -> None:
+        self._trainer = trainer
+        self._metrics: dict | None = None
+
+    def _read(self) -> dict:
+        if self._metrics is None:
+            self._metrics = dict(self._trainer.callback_metrics)
+        return self._metrics
+
+    def __getitem__(self, key: str) -> Any:
+        return self._read()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._read())
+
+    def __len__(self) -> int:
+        return len(self._read())
 
 
 def _rebuilt(plugins: Any, logdir: str | None, every: int | None, strict: bool, config: Any,

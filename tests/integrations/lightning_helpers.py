@@ -49,15 +49,22 @@ def loader(n: int = 32, batch_size: int = 4, seed: int = 0) -> torch.utils.data.
 
 class AppliedGradients(L.Callback):
     """The gradients at each optimizer step, in float64 by parameter name, read in Lightning's
-    own hook (after gradlog's callback in the list, with nothing clipping them)."""
+    own hook (after gradlog's callback in the list; before ``gradient_clip_val`` clips them,
+    which is checked by ``clipped``: the norm Lightning's clipping leaves)."""
 
     def __init__(self) -> None:
         self.at: dict[int, dict[str, np.ndarray]] = {}
+        self.clipped: dict[int, float] = {}
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         self.at[trainer.global_step] = {
             n: p.grad.detach().to(torch.float64).numpy().copy()
             for n, p in pl_module.named_parameters()}
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if trainer.global_step - 1 in self.at and trainer.global_step - 1 not in self.clipped:
+            self.clipped[trainer.global_step - 1] = float(torch.sqrt(sum(
+                (p.grad.detach().double() ** 2).sum() for p in pl_module.parameters())))
 
 
 def trainer(tmp_path, callbacks, **options) -> L.Trainer:

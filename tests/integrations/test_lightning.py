@@ -58,21 +58,43 @@ def _assert_tags_are_the_applied_gradients(events, applied):
                 assert h.sum_squares == pytest.approx((g ** 2).sum(), rel=1e-5)
 
 
-@pytest.mark.parametrize("precision, accumulate, plugins", [
-    ("32-true", 2, None),
-    ("bf16-mixed", 1, None),
-    (None, 1, [MixedPrecision("16-mixed", "cpu")]),  # a real GradScaler: unscaled first
-], ids=["accumulate-2", "bf16-mixed", "16-mixed-scaler"])
+@pytest.mark.parametrize("precision, accumulate, plugins, clip", [
+    ("32-true", 2, None, 0.05),  # the norms are above 0.05: read before Lightning clips
+    ("bf16-mixed", 1, None, None),
+    (None, 1, [MixedPrecision("16-mixed", "cpu")], None),  # a real GradScaler: unscaled first
+], ids=["accumulate-2-clipped", "bf16-mixed", "16-mixed-scaler"])
 def test_every_gradient_tag_is_what_lightning_applied_once_per_step(tmp_path, precision,
-                                                                     accumulate, plugins):
+                                                                     accumulate, plugins, clip):
     applied = AppliedGradients()
     options = {"precision": precision} if precision else {"plugins": plugins}
+    options["gradient_clip_val"] = clip
     fit = trainer(tmp_path, [GradlogCallback(["histogram", "grad-norm"], str(tmp_path / "g"),
                                              every=1), applied],
                   accumulate_grad_batches=accumulate, **options)
     fit.fit(Tiny(), loader(n=32))
     assert sorted(applied.at) == list(range(8 // accumulate))  # Lightning's global_step
+    if clip is not None:  # Lightning clipped after gradlog read them
+        assert sorted(applied.clipped) == sorted(applied.at)
+        assert all(v == pytest.approx(clip, rel=1e-4) for v in applied.clipped.values())
     _assert_tags_are_the_applied_gradients(read_events(str(tmp_path / "g")), applied.at)
+
+
+def test_a_step_the_loss_scaler_skips_is_counted_and_the_steps_go_on(tmp_path):
+    class Overflowing(Tiny):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            return loss * float("inf") if batch_idx == 2 else loss
+
+    applied = AppliedGradients()
+    fit = trainer(tmp_path, [GradlogCallback(["grad-norm"], str(tmp_path / "g"), every=1),
+                             applied], plugins=[MixedPrecision("16-mixed", "cpu")])
+    fit.fit(Overflowing(), loader())
+    events = read_events(str(tmp_path / "g"))
+    assert events.scalars["amp/skipped_steps"] == {2: 1.0}
+    assert sorted(events.scalars["grad-norm/global"]) == list(range(8))  # raw: inf logged
+    assert not np.isfinite(events.scalars["grad-norm/global"][2])
+    assert events.scalars["grad-norm/global"][3] == pytest.approx(
+        _norm(applied.at[3].values()), rel=1e-6)
 
 
 def test_writes_beside_lightnings_tensorboard_logger_and_reads_back_as_one_run(tmp_path):
