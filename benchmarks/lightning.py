@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .common import torch_or_none
-from .mlp import LR, MOMENTUM, make_batches, make_weights
+from .mlp import LR, MOMENTUM, make_batches, make_weights, torch_mlp
 
 WARMUP = 10
 PER_BLOCK = 200  # timed batches: steps 100 and 200 log at every=100
@@ -44,14 +44,7 @@ def _module(L: Any, weights: list) -> Any:
     class MLP(L.LightningModule):
         def __init__(self) -> None:
             super().__init__()
-            layers: list[Any] = []
-            for i, (w, b) in enumerate(weights):
-                lin = torch.nn.Linear(w.shape[1], w.shape[0])
-                with torch.no_grad():
-                    lin.weight.copy_(torch.from_numpy(w))
-                    lin.bias.copy_(torch.from_numpy(b))
-                layers += [lin, torch.nn.ReLU()] if i < len(weights) - 1 else [lin]
-            self.net = torch.nn.Sequential(*layers)
+            self.net = torch_mlp(weights)
             self.losses: list[float] = []
 
         def training_step(self, batch, batch_idx):

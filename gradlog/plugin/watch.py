@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 from ..engines import engine_for
-from .discovery import load, resolve_plugins
+from .discovery import discover, load, resolve_plugins
 from .model_text import MODEL_TEXT_TAG, model_text
 from .options import load_config, parse_spec
 from .ranks import rank_run_dir
@@ -121,13 +121,15 @@ def _with_every(specs: Any, cfg: dict, every: int) -> dict:
     """``cfg`` whose ``[plugins.NAME]`` tables give ``every`` to each plugin of ``specs`` named
     by a string whose options have ``every`` and that neither the string nor ``cfg`` sets."""
     tables = {name: dict(table) for name, table in cfg.get("plugins", {}).items()}
+    available = None
     for spec in specs:
         if not isinstance(spec, str):
             continue
         name, options = parse_spec(spec)
         if "every" in options or "every" in tables.get(name, {}):
             continue
-        fields = getattr(load(name), "Options", None)
+        available = discover() if available is None else available
+        fields = getattr(load(name, available), "Options", None)
         if fields is not None and "every" in {f.name for f in dataclasses.fields(fields)}:
             tables.setdefault(name, {})["every"] = every
     return {**cfg, "plugins": tables}
