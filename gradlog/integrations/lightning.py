@@ -103,7 +103,7 @@ class GradlogCallback:
                                 strict=self.strict, config=self.config,
                                 max_failures=self.max_failures, state=self._restored,
                                 every=self.every)
-        self._restored = None
+        self._restored, self._stepped = None, False
         if (self.run.step, self.run.epoch) != (trainer.global_step, trainer.current_epoch):
             # a checkpoint written without this callback, or none: Lightning's count rules
             self.run.driver.jump_to(trainer.global_step, trainer.current_epoch)

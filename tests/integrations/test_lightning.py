@@ -213,3 +213,12 @@ def test_ddp_on_two_cpu_processes_writes_only_rank_0s_files(tmp_path):
     for step, value in norms.items():  # every rank applied the same all-reduced gradients
         assert value == pytest.approx(done[0]["norms"][str(step)], rel=1e-6)
         assert value == pytest.approx(done[1]["norms"][str(step)], rel=1e-6)
+
+
+def test_the_callback_pickles_as_ddp_spawn_sends_it_to_its_processes():
+    import pickle
+    callback = GradlogCallback(["grad-norm:every=3"], "somewhere", every=7, strict=True)
+    copy = pickle.loads(pickle.dumps(callback))
+    assert isinstance(copy, L.Callback) and type(copy) is type(callback)
+    assert (copy.plugins, copy.logdir, copy.every, copy.strict) == \
+        (["grad-norm:every=3"], "somewhere", 7, True)
