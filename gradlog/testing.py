@@ -169,10 +169,9 @@ class PluginHarness:
         self.model = model if model is not None else tiny_model(engine or "gradlog")
         self.engine = engine_for(self.model)
         self.engine.manual_seed(seed)
-        lib = self.engine.framework
-        self.optimizer = optimizer if optimizer is not None else lib.optim.SGD(
+        self.optimizer = optimizer if optimizer is not None else self.engine.optim.SGD(
             self.model.parameters(), lr=0.05, momentum=0.9)
-        self.loss_fn = loss_fn or lib.nn.CrossEntropyLoss()
+        self.loss_fn = loss_fn or self.engine.nn.CrossEntropyLoss()
         if data is None:
             shapes = Shapes(64, size=16, seed=seed)
             data = DataLoader(TensorDataset(gl.from_numpy(shapes.images),

@@ -148,9 +148,14 @@ class Engine:
         return f"<engine {self.name}>"
 
     @property
-    def framework(self) -> Any:
-        """The framework's top-level module (``gradlog`` or ``torch``): its ``nn``, ``optim``
-        and tensor functions have PyTorch's names in both."""
+    def nn(self) -> Any:
+        """The library's ``nn`` (``gradlog.nn`` or ``torch.nn``): layers and losses with
+        PyTorch's names in both."""
+        raise NotImplementedError
+
+    @property
+    def optim(self) -> Any:
+        """The library's ``optim`` (``gradlog.optim`` or ``torch.optim``)."""
         raise NotImplementedError
 
     # -- tensors -----------------------------------------------------------------------------

@@ -58,9 +58,14 @@ class GradlogEngine(Engine):
         _random.manual_seed(seed)
 
     @property
-    def framework(self) -> Any:
-        import gradlog
-        return gradlog
+    def nn(self) -> Any:
+        from .. import nn
+        return nn
+
+    @property
+    def optim(self) -> Any:
+        from .. import optim
+        return optim
 
     # -- tensors -----------------------------------------------------------------------------
     def is_tensor(self, value: Any) -> bool:

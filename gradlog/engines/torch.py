@@ -42,8 +42,12 @@ class TorchEngine(Engine):
         self.torch = torch
 
     @property
-    def framework(self) -> Any:
-        return self.torch
+    def nn(self) -> Any:
+        return self.torch.nn
+
+    @property
+    def optim(self) -> Any:
+        return self.torch.optim
 
     # -- tensors -----------------------------------------------------------------------------
     def is_tensor(self, value: Any) -> bool:

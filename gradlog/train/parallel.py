@@ -64,7 +64,7 @@ class Job:
     def wrap(self, model: Any, engine: Any) -> Any:
         """``model`` in its engine's ``DistributedDataParallel`` (rank 0's weights copied to
         every rank)."""
-        return engine.framework.nn.parallel.DistributedDataParallel(model)
+        return engine.nn.parallel.DistributedDataParallel(model)
 
     def finish(self, status: int, message: str = "") -> None:
         """Leave the job: a clean exit together, or (non-zero status) the end of every rank."""
