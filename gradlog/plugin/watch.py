@@ -82,12 +82,12 @@ def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str |
     ``gradlog train`` refuses it), or a new default one (``runs/<time>_<host>``, or the next
     free ``-1``, ``-2``... name); decided by rank 0 (nothing to decide if it was given a
     writer), raised on every rank."""
-    from .. import runs
+    from . import run_dirs  # (lazily: import gradlog loads no TensorBoard)
     refusal = ""
     if ranks.rank == 0 and not given_writer:
         if not logdir:
-            logdir = runs.claim_new_dir(runs.default_run_dir())
-        elif runs.holds_run(logdir):
+            logdir = run_dirs.claim_new_dir(run_dirs.default_run_dir())
+        elif run_dirs.holds_run(logdir):
             refusal = (f"{logdir} already holds a run (event files): a second gl.watch there "
                        "would log its steps again from 0 after the first run's; give another "
                        "logdir (or none, for a new default one), or pass your own "

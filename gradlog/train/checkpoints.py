@@ -13,7 +13,7 @@ naming the entry) and the one before it is used. No checkpoint yet, but a ``run.
 run died before its first checkpoint and starts over. Neither: the directory holds no run.
 
 A run directory at a URL: checkpoints are uploaded whole and appear by name only once complete
-(:mod:`gradlog.runs`); a resumed run first uploads what its spool holds
+(:mod:`gradlog.train.runs`); a resumed run first uploads what its spool holds
 (:func:`upload_spool`): the segment an earlier session was writing when it was killed, and
 those it could not upload.
 """
@@ -25,8 +25,8 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import runs
 from ..tensorboard import storage
+from . import runs
 from .config import RunConfig
 from .errors import UserError
 

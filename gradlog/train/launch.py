@@ -25,7 +25,7 @@ import threading
 import uuid
 from typing import Any
 
-from .. import runs
+from . import runs
 from .config import TrainOptions
 from .console import Console
 from .errors import UserError

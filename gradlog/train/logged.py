@@ -6,10 +6,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import runs
 from ..plugin.model_text import MODEL_TEXT_TAG, model_text
 from ..serialization import fsync_directory
 from ..tensorboard import storage
+from . import runs
 from .config import RunConfig
 
 __all__ = ["log_start_texts", "log_hparams", "flat_config"]
