@@ -8,8 +8,8 @@ from ..engines import engine_for
 from .discovery import resolve_plugins
 from .model_text import MODEL_TEXT_TAG, model_text
 from .options import load_config
-from .ranks import rank_run_dir
 from .run import Run
+from .writers import open_writer, rank_writers
 
 __all__ = ["watch"]
 
@@ -46,7 +46,6 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
-    from ..tensorboard import SummaryWriter
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
     enabled = resolve_plugins(plugins, config=cfg)
@@ -54,19 +53,16 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     owns = writer is None
     logdir = _new_run_dir(logdir, ranks, given_writer=not owns)
     if writer is None and ranks.rank == 0:
-        writer = SummaryWriter(log_dir=logdir)
+        writer = open_writer(logdir)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
         logdir = writer.get_logdir()
     if ranks.world_size > 1:  # rank 0 names the directory (the default one has a timestamp)
         logdir = ranks.broadcast_text(logdir or "") or None
 
-    def rank_writer(rank: int) -> Any:
-        return SummaryWriter(rank_run_dir(logdir, rank)) if logdir else None
-
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writer, scaler=scaler)
+              rank_writer=rank_writers(logdir) if logdir else None, scaler=scaler)
     try:
         run.start()
     except BaseException:

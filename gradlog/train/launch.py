@@ -30,6 +30,7 @@ from .config import TrainOptions
 from .console import Console
 from .errors import UserError
 from .parallel import STATUS_DIR_ENV
+from .preparation import Prepared
 
 __all__ = ["launch", "rank_args", "verdict"]
 
@@ -39,32 +40,25 @@ _GFORKER_EXIT = re.compile(r"^\[\d+\](\d+):Return code = (-?\d+)(?:, signaled wi
 _SIGNAL_NAMES = {signal.strsignal(s): s.name for s in signal.Signals if signal.strsignal(s)}
 
 
-def launch(options: TrainOptions, console: Console) -> int:
-    """Train on ``options.nproc`` processes; returns the exit status."""
-    from .trainer import prepared
-    trainer = prepared(options, console)  # checked, built, nothing written
-    if isinstance(trainer, int):
-        return trainer
+def launch(options: TrainOptions, prepared: Prepared, console: Console) -> int:
+    """Train ``prepared`` (checked, built, nothing written) on ``options.nproc`` processes;
+    returns the job's exit status. Raises ``UserError`` before any rank starts."""
     n = options.nproc
-    if int(trainer.config.settings["batch_size"]) % n:
-        console.error(f"--batch-size {trainer.config.settings['batch_size']} is the global "
-                      f"batch: it must divide evenly across the {n} processes (--nproc {n})")
-        return 2
-    try:
-        args = rank_args(options, trainer.run_dir)
-        if trainer.engine.name != "torch":
-            _check_mpi()
-    except UserError as exc:
-        console.error(str(exc))
-        return 2
+    batch_size = prepared.config.settings["batch_size"]
+    if int(batch_size) % n:
+        raise UserError(f"--batch-size {batch_size} is the global batch: it must divide "
+                        f"evenly across the {n} processes (--nproc {n})")
+    args = rank_args(options, prepared.run_dir)
+    if prepared.engine.name != "torch":
+        _check_mpi()
     claimed = not (options.logdir or options.resume)
     if claimed:  # the ranks get --logdir: take the default directory (or the next free) here
-        run_dir = runs.claim_new_dir(trainer.run_dir)
+        run_dir = runs.claim_new_dir(prepared.run_dir)
         args = rank_args(options, run_dir)
     status_dir = tempfile.mkdtemp(prefix="gradlog-ranks-")
     env = {STATUS_DIR_ENV: status_dir, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     try:
-        if trainer.engine.name == "torch":
+        if prepared.engine.name == "torch":
             exits = _torch_job(n, args, env)
         else:
             exits = _mpi_job(n, args, env, console)
