@@ -80,20 +80,18 @@ def tiny_model(engine: str = "gradlog") -> Any:
     """A 4-class CNN on 16x16 single-channel images (a Conv2d for layer-probing plugins). With
     ``engine="torch"``, the same layers in PyTorch holding the weights gradlog's initialisation
     gives, so one seed makes the same model on both engines."""
-    from . import nn
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    from .engines import engine_named
+    model = _tiny_cnn(engine_named("gradlog")().nn)
     if engine == "gradlog":
         return model
-    if engine != "torch":
-        raise ValueError(f"engine must be 'gradlog' or 'torch', got {engine!r}")
-    import torch
-    tnn = torch.nn
-    twin = tnn.Sequential(tnn.Conv2d(1, 4, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
-                          tnn.Conv2d(4, 8, 3, padding=1), tnn.ReLU(),
-                          tnn.AdaptiveAvgPool2d(1), tnn.Flatten(), tnn.Linear(8, 4))
-    return copy_weights(model, twin)
+    return copy_weights(model, _tiny_cnn(engine_named(engine)().nn))
+
+
+def _tiny_cnn(nn: Any) -> Any:
+    """The tiny CNN in ``nn`` (an engine's: the layers have PyTorch's names in each)."""
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
 
 
 def copy_weights(source: Any, target: Any) -> Any:

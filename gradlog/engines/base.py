@@ -23,9 +23,16 @@ import numpy as np
 from ..utils.reductions import vector_norm
 from ..utils.run_hooks import RunHook
 
-__all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "map_tensors", "read_only"]
+__all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "HOOK_METHODS", "map_tensors",
+           "read_only"]
 
 REDUCTIONS = ("mean", "sum", "max", "min")
+
+# the hook registrations of tensors, modules and optimizers (PyTorch's names)
+HOOK_METHODS = frozenset({
+    "register_hook", "register_post_accumulate_grad_hook", "register_forward_pre_hook",
+    "register_forward_hook", "register_full_backward_pre_hook", "register_full_backward_hook",
+    "register_step_pre_hook", "register_step_post_hook"})
 
 
 class Handles:
@@ -325,6 +332,46 @@ class Engine:
                 registry = getattr(where.owner, name, None)
                 if registry is not None:
                     registry.pop(handle_id, None)
+
+    # -- the run's hooks and internal passes ------------------------------------------------
+    # (the plugin framework and gradlog train register hooks and keep a model's training
+    # state only through these; the defaults use the PyTorch-named methods the objects of
+    # both engines share, and an engine whose objects differ overrides them)
+    def register_hook(self, owner: Any, method: str, hook: Callable[..., Any],
+                      **kwargs: Any) -> Any:
+        """Register ``hook`` on ``owner`` (a tensor, module or optimizer) as its PyTorch-named
+        ``method`` does (one of ``HOOK_METHODS``: ``"register_forward_hook"``,
+        ``"register_step_pre_hook"``, ...), keyword flags such as ``prepend`` passed on;
+        returns the handle."""
+        if method not in HOOK_METHODS:
+            raise ValueError(f"unknown hook registration {method!r}; the engine registers "
+                             f"{', '.join(sorted(HOOK_METHODS))}")
+        return getattr(owner, method)(hook, **kwargs)
+
+    @contextlib.contextmanager
+    def training_state_kept(self, model: Any) -> Iterator[None]:
+        """In the block ``model`` may change: its modules' train/eval modes, its buffers
+        (BatchNorm running statistics, the same objects) and every parameter's ``.grad``
+        (cleared for the block) are put back afterwards."""
+        modes = [(m, m.training) for m in model.modules()]
+        with self.no_grad():
+            buffers = [(m, name, b, b.detach().clone())
+                       for m in model.modules() for name, b in m.named_buffers(recurse=False)]
+        params = list(model.parameters())
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        try:
+            yield
+        finally:
+            for p, g in zip(params, grads):
+                p.grad = g
+            for m, mode in modes:
+                m.training = mode
+            with self.no_grad():
+                for m, name, b, saved in buffers:
+                    setattr(m, name, b)
+                    b.copy_(saved)
 
 
 class _Found(NamedTuple):
