@@ -15,8 +15,9 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
+from abc import abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TextIO
 
 import numpy as np
 
@@ -372,6 +373,57 @@ class Engine:
                 for m, name, b, saved in buffers:
                     setattr(m, name, b)
                     b.copy_(saved)
+
+    # -- gradlog train on several processes (a job of ranks) -------------------------------
+    # (class methods: a rank joins its job before build() makes the model, the run's engine
+    # object; each engine implements them)
+    launcher: ClassVar[str] = ""  # how a user starts this engine's ranks by hand
+
+    @classmethod
+    @abstractmethod
+    def join_job(cls) -> tuple[int, int] | None:
+        """Join the job this process was started in by this engine's launcher (its process
+        group initialised): ``(rank, world_size)``; None when it was not started as one of
+        several ranks by it. ImportError, saying what to install, when the library that runs
+        the job is missing."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def job_collectives(cls) -> Collectives:
+        """The joined job's collectives (what the job agrees on before a Run exists)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def leave_job(cls, status: int) -> None:
+        """Leave the joined job: a clean exit together (``status`` 0), or the end of every
+        rank (non-zero)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def data_parallel(self, model: Any) -> Any:
+        """``model`` in the library's ``DistributedDataParallel`` (rank 0's weights copied to
+        every rank of the joined job)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def check_launcher(cls) -> None:
+        """ImportError, saying what to install, unless this machine can start ranks of this
+        engine (``run_ranks``)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def run_ranks(cls, n: int, command: list[str], env: dict[str, str], err: TextIO,
+                  notice: Callable[[str], None]) -> dict[int, str]:
+        """Start ``n`` ranks of ``command`` on this machine (``env`` added to their
+        environment; SIGINT and SIGTERM received meanwhile passed on to them), relay their
+        stderr to ``err`` and wait for them. Returns how each rank that did not exit cleanly
+        ended, ``{rank: "signal KILL" | "status 3"}``; ``notice`` says what the launcher
+        did besides (a job started again)."""
+        raise NotImplementedError
 
 
 class _Found(NamedTuple):
