@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"engines"},
     {"plugin"},
     {""},  # gradlog/__init__.py: the public face, re-exports only
-    {"examples"},
+    {"examples", "integrations"},
     {"train"},
     {"inspect", "testing", "scaffold"},
     {"doctor"},
