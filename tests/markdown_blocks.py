@@ -17,9 +17,16 @@ REQUIRES = re.compile(r"<!--\s*requires:\s*([\w.,\s]+?)\s*-->")
 BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)
 
 
+def importable(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a module set to None
+        return False
+
+
 def missing(modules: str) -> list[str]:
     names = [name.strip() for name in modules.split(",") if name.strip()]
-    return [name for name in names if importlib.util.find_spec(name) is None]
+    return [name for name in names if not importable(name)]
 
 
 def page_requirements(text: str) -> str:

@@ -24,3 +24,15 @@ def test_page_examples_run(page, tmp_path, monkeypatch, capsys):
         out = capsys.readouterr().out
         assert "dz/dy = tensor([ 12.,  48., 108.])" in out
         assert "tensor([ 24.,  96., 216.])" in out
+
+
+def test_a_missing_requirement_skips_its_block_or_its_page(tmp_path, monkeypatch):
+    page = tmp_path / "page.md"
+    page.write_text("# A page\n\n```python\nseen = [1]\n```\n\n"
+                    "<!-- requires: gradlog_no_such_module -->\n"
+                    "```python\nimport gradlog_no_such_module\n```\n\n"
+                    "```python\nseen.append(2)\n```\n")
+    assert run_page(page, monkeypatch)["seen"] == [1, 2]
+    page.write_text("<!-- requires: json, gradlog_no_such_module -->\n" + page.read_text())
+    with pytest.raises(pytest.skip.Exception, match="requires gradlog_no_such_module"):
+        run_page(page, monkeypatch)
