@@ -75,8 +75,8 @@ def _roots(tensors: tuple, grads: Any, create_graph: bool) -> list:
                 g = wrap(g._data)  # the caller keeps its tensor (and its array: not owned)
             if g._data.shape != t._data.shape:
                 raise RuntimeError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape!r} and output[{i}] "
-                    f"has a shape of {t.shape!r}.")
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape!r} and "
+                    f"output[{i}] has a shape of {t.shape!r}.")
         roots.append((edge_of(t), g))
     return roots
 
