@@ -467,6 +467,12 @@ def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> T
     return t
 
 
+def array_of(t: Tensor) -> np.ndarray:
+    """The array behind ``t`` (shared memory, no checks): with ``wrap``, how code built on
+    autograd (``nn.functional``) goes from tensors to arrays without its private fields."""
+    return t._data
+
+
 def wrap(data: np.ndarray) -> Tensor:
     """A new leaf tensor around ``data`` (no copy, no checks): the engine's constructor. In
     inference mode it is an inference tensor, as every tensor created there."""

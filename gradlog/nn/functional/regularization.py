@@ -13,7 +13,7 @@ import numpy as np
 
 from ...autograd.function import Op
 from ...autograd.random import rng
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 
 __all__ = ["dropout"]
 
@@ -31,7 +31,7 @@ class Dropout(Op):
     @staticmethod
     def backward(ctx, g):
         (mask,) = ctx.saved_tensors
-        return Dropout.apply(g, mask._data), None
+        return Dropout.apply(g, array_of(mask)), None
 
 
 def dropout_mask(shape: tuple, p: float, dtype: np.dtype, generator: Any = None) -> np.ndarray:
@@ -51,7 +51,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    mask = dropout_mask(input._data.shape, p, input._data.dtype, generator)
+    mask = dropout_mask(array_of(input).shape, p, array_of(input).dtype, generator)
     if inplace:
         return input.mul_(wrap(mask))
     return Dropout.apply(input, mask)
