@@ -24,5 +24,5 @@ def test_remote_benchmark_quick_run(tmp_path, capsys, monkeypatch):
     assert results["read_back"] == {"local": 200, "s3": 200}
     assert set(results["events_per_sec"]) == {"local", "s3"}
     assert (tmp_path / "results.json").exists()
-    assert "W9 add_scalar throughput" in capsys.readouterr().out
+    assert "W5r remote-scalars: add_scalar throughput" in capsys.readouterr().out
     assert [p.name for p in scratch.iterdir()] == []  # the server's files removed
