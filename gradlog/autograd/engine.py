@@ -489,6 +489,11 @@ def disown(grads: Sequence) -> None:
 
 def disown_repeated(outputs: tuple) -> None:
     """One gradient a backward returned for two inputs is shared: owned by neither."""
+    if len(outputs) == 2:  # most ops with two inputs (add returns one gradient for both)
+        g = outputs[0]
+        if g is outputs[1] and g is not None:
+            g._owned = False
+        return
     for i, g in enumerate(outputs):
         if g is not None and g._owned and any(g is h for h in outputs[i + 1:]):
             g._owned = False
