@@ -79,3 +79,19 @@ def test_the_pytorch_loop_example_trains_and_logs(tmp_path):
     assert _scalars(logdir, "val/acc")
     for tag in ("grad-clip/norm_before", "grad-norm/global", "adversarial/robust_acc"):
         assert _scalars(logdir, tag), tag
+
+
+def test_the_lightning_example_trains_and_logs_beside_lightnings_logger(tmp_path):
+    pytest.importorskip("lightning")
+    pytest.importorskip("torch").set_num_threads(1)
+    spec = importlib.util.spec_from_file_location("lightning_module",
+                                                  EXAMPLES / "lightning_module.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trainer = module.main(epochs=2, n=640, root=str(tmp_path))
+    log_dir = Path(trainer.logger.log_dir)
+    assert trainer.global_step == 2 * 10  # 20 batches an epoch, accumulated by 2
+    losses = [v for _, v in _scalars(log_dir, "train/loss")]  # Lightning's own scalars
+    assert losses and losses[-1] < losses[0]
+    assert [s for s, _ in _scalars(log_dir, "grad-norm/global")] == [0, 10]  # gradlog's
+    assert _scalars(log_dir, "val/acc")
