@@ -38,7 +38,7 @@ class Options:
         "help": "print a summary of the findings when training ends"})
     thresholds: dict = field(default_factory=dict, metadata={
         "help": "per rule, thresholds to replace, e.g. "
-                "{vanishing_gradient={relative=1e-3}} (see the README)"})
+                "{vanishing_gradient={relative=1e-3}} (see docs/plugins/doctor.md)"})
 
 
 def _owner(parameter: str) -> str:

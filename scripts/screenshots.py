@@ -6,7 +6,8 @@ stopped by its pid at the end), and saves what headless Chromium shows:
 
 * ``gradient-flow.png``: the Gradient flow tab over the two-run comparison;
 * ``gradcam.png``: the Grad-CAM grid of the Images tab;
-* ``histogram.png``: the Histograms tab, one layer's gradients.
+* ``histogram.png``: the Histograms tab, one layer's gradients;
+* ``grad-norm.png``: the Scalars tab, the gradient norms.
 
     python scripts/screenshots.py            # into docs/
     python scripts/screenshots.py --tiny --out shots/   # a quick run (what the test does)
@@ -35,6 +36,7 @@ from dashboard_helpers import TensorBoard  # noqa: E402
 FRAME = "document.querySelector('iframe[src*=\"name=gradient_flow\"]')"
 TINY = "[train]\ntrain_size = 256\nval_size = 64\ntwo_object_size = 8\n"
 WIDTH, HEIGHT = 1400, 1000
+SHOTS = ("gradient-flow.png", "gradcam.png", "histogram.png", "grad-norm.png")
 
 
 def deep(selector: str, what: str = "n", first: int = 1000) -> str:
@@ -124,6 +126,14 @@ def histograms(browser: Browser, server: TensorBoard, out: Path) -> None:
     save(browser, out / "histogram.png", around(box))
 
 
+def scalars(browser: Browser, server: TensorBoard, out: Path) -> None:
+    browser.navigate(f"{server.url}/#scalars&_smoothingWeight=0&_ignoreYOutliers=false"
+                     "&tagFilter=grad-norm/(global|fc)$")
+    settle(browser, deep("tf-scalar-card"), 120)
+    box = browser.evaluate(deep("tf-scalar-card", "box", first=2))
+    save(browser, out / "grad-norm.png", around(box))
+
+
 def serve(logdir: Path, profile: Path, shots) -> None:
     """One TensorBoard over ``logdir`` and one browser, for the screenshots ``shots``."""
     server = TensorBoard(logdir, "false")
@@ -155,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         serve(compare, work / "profile-compare",
               [lambda b, s: gradient_flow(b, s, args.out)])
         serve(example, work / "profile-example",
-              [lambda b, s: images(b, s, args.out), lambda b, s: histograms(b, s, args.out)])
-    for name in ("gradient-flow.png", "gradcam.png", "histogram.png"):
+              [lambda b, s: images(b, s, args.out), lambda b, s: histograms(b, s, args.out),
+               lambda b, s: scalars(b, s, args.out)])
+    for name in SHOTS:
         print(args.out / name)
     return 0
 

@@ -22,9 +22,9 @@ def test_the_screenshot_script_makes_every_docs_screenshot(tmp_path):
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "screenshots.py"), "--tiny",
                              "--out", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("gradient-flow.png", "gradcam.png", "histogram.png"):
+    for name in ("gradient-flow.png", "gradcam.png", "histogram.png", "grad-norm.png"):
         with Image.open(tmp_path / name) as image:
             assert image.format == "PNG" and image.width > 200 and image.height > 100, name
         assert (ROOT / "docs" / name).exists(), f"docs/{name} is not committed"
     assert sorted(p.name for p in tmp_path.iterdir()) == \
-        ["gradcam.png", "gradient-flow.png", "histogram.png"]
+        ["grad-norm.png", "gradcam.png", "gradient-flow.png", "histogram.png"]

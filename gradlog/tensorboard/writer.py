@@ -1,7 +1,7 @@
 """``SummaryWriter``: the API of ``torch.utils.tensorboard.SummaryWriter`` over gradlog's event
 files. It owns the files, the step and the wall time; encoding is left to the pure builders.
 
-Differences from PyTorch (all deliberate, listed in the README): histograms never fail on
+Differences from PyTorch (all deliberate, listed in docs/differences.md): histograms never fail on
 NaN/Inf (they are counted into ``<tag>/nonfinite``) and have no empty, zero-width or inverted
 buckets; tags outside ``[A-Za-z0-9_./-]`` are cleaned with a warning; bool hparams are booleans;
 ``double_precision`` scalars are written as float32 (TensorBoard's default loader drops doubles);
