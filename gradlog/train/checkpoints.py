@@ -25,8 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import runs
-from ..tensorboard import storage
+from .. import runs, storage
 from .config import RunConfig
 from .errors import UserError
 

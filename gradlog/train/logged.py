@@ -6,10 +6,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import runs
+from .. import runs, storage
 from ..plugin.model_text import MODEL_TEXT_TAG, model_text
-from ..serialization import fsync_directory
-from ..tensorboard import storage
 from .config import RunConfig
 
 __all__ = ["log_start_texts", "log_hparams", "flat_config"]
@@ -50,9 +48,5 @@ def _fsync_event_files(directory: str) -> None:
     name, and the directory that holds their names."""
     for name in os.listdir(directory):
         if "tfevents" in name:
-            fd = os.open(os.path.join(directory, name), os.O_RDWR)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fsync_directory(directory)
+            storage.fsync_file(os.path.join(directory, name))
+    storage.fsync_directory(directory)

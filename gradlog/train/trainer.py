@@ -19,11 +19,10 @@ import sys
 import traceback
 from typing import Any, TextIO
 
-from .. import runs
+from .. import runs, storage
 from ..engines import engine_for, seed_loaded_engines
 from ..plugin import PluginAbort, PluginConfigError, PluginError, PluginLoadError, Run, StopTraining
 from ..plugin.ranks import rank_run_dir
-from ..tensorboard import storage
 from . import checkpoints, parallel
 from .config import TrainOptions, make_plugins, read_given, reconcile, resolve
 from .console import Console

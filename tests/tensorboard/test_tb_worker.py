@@ -326,7 +326,7 @@ def test_a_write_error_surfaces_on_the_next_call_naming_the_file(log_dir, monkey
     writer = SummaryWriter(log_dir, max_queue=1)
     path = writer.file_writer.event_writer.path
     fds, real_write = fail_writes(monkeypatch)
-    fds.add(writer.file_writer.event_writer._fd)
+    fds.add(writer.file_writer.event_writer._stream._fd)
     writer.add_histogram("h", np.arange(10.0), 0)  # the worker's write fails
     with pytest.raises(OSError, match="No space left") as raised:
         writer.flush()
