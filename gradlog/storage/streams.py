@@ -33,6 +33,7 @@ The interface, all of it on every stream:
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import os
 import posixpath
@@ -154,12 +155,8 @@ class LocalFile(_Whole):
                 raise with_path(error, self.path) from error
 
     def abandon(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            try:
-                os.close(fd)
-            except OSError:
-                pass  # the child's copy of the descriptor; the parent's stays open
+        with contextlib.suppress(OSError):  # the child's copy; the parent's stays open
+            self.close()
 
 
 class AppendableFile(_Whole):
