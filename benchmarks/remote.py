@@ -55,7 +55,7 @@ def _contenders(scratch: str) -> dict:
 def _count_events(log_dir: str, scratch: str) -> int:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from gradlog.tensorboard import storage
+    from gradlog import storage
     local = log_dir
     if storage.is_url(log_dir):
         local = tempfile.mkdtemp(dir=scratch)

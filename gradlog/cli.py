@@ -328,7 +328,7 @@ def sync_cmd(spool: str, url: str) -> None:
     spool of URL (.../gradlog/spool/<protocol>/<URL's path>, holding only event files):
     anything else is refused before it is touched. Exit status 1 if an upload fails.
     """
-    from .tensorboard import storage
+    from . import storage
     try:
         uploaded = storage.upload_spool(spool, url)
     except (ImportError, storage.NotASpool) as exc:

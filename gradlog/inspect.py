@@ -154,7 +154,7 @@ def summarize_run(path: str, name: str | None = None) -> RunSummary:
 def inspect_logdir(logdir: str) -> list[RunSummary]:
     """A summary of each run under ``logdir`` (a path or a URL); raises InspectError for a
     user error."""
-    from .tensorboard import storage
+    from . import storage
     if storage.is_url(logdir):
         return _inspect_url(logdir)
     logdir = storage.local_path(logdir)
@@ -162,7 +162,7 @@ def inspect_logdir(logdir: str) -> list[RunSummary]:
 
 
 def _inspect_url(url: str) -> list[RunSummary]:
-    from .tensorboard import storage
+    from . import storage
     with tempfile.TemporaryDirectory(prefix="gradlog-inspect-") as local:
         try:
             found = storage.download_event_files(url, local)

@@ -7,28 +7,26 @@ optimizers, schedulers, plugins and data loaders. Every array is one ``.npz`` en
 dict key types, tuple vs list, floats written with ``repr`` so NaN and infinities round-trip).
 
 Loading calls ``np.load(..., allow_pickle=False)``: a file is only ever parsed as arrays and
-JSON, so loading an untrusted checkpoint cannot run code. Saving to a path is atomic: the data
-goes to a temporary file in the same directory, is fsynced, and replaces the target with
-``os.replace`` (then the directory is fsynced), so a crash leaves either the old checkpoint or
-the new one, never a half-written file.
+JSON, so loading an untrusted checkpoint cannot run code. Saving to a path is atomic
+(:func:`gradlog.storage.atomic_file`: a temporary file in the same directory, fsynced, renamed
+over the target, the directory fsynced), so a crash leaves either the old checkpoint or the
+new one, never a half-written file.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import secrets
 import zipfile
 import zlib
-from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
 
 from .autograd.tensor import Tensor, wrap
+from .storage import atomic_file
 
-__all__ = ["save", "load", "CheckpointError", "atomic_file", "fsync_directory"]
+__all__ = ["save", "load", "CheckpointError"]
 
 MANIFEST = "__gradlog_manifest__"
 FORMAT = "gradlog-checkpoint"
@@ -156,58 +154,6 @@ def _add(arrays: dict[str, np.ndarray], arr: np.ndarray) -> str:
 def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
     with atomic_file(path) as fh:
         np.savez(fh, **arrays)
-
-
-@contextlib.contextmanager
-def atomic_file(path: str | os.PathLike) -> Iterator[IO[bytes]]:
-    """A binary file that replaces ``path`` only once the block ends without error: written
-    to a temporary file beside it, fsynced, renamed over ``path``, the directory fsynced. A
-    crash at any point leaves the old file or the new one, never a half-written one."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = _create_temporary(directory, f".{os.path.basename(path)}.")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        try:
-            os.replace(tmp, path)
-        except OSError as error:  # e.g. a directory in the way: name it, not the temporary
-            raise type(error)(error.errno, error.strerror, path) from error
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    fsync_directory(directory)
-
-
-def _create_temporary(directory: str, prefix: str) -> tuple[int, str]:
-    """A new file ``<prefix><random>.tmp`` created with mode 0o666 less the umask, as
-    ``open(path, "wb")`` (and ``torch.save``) create files; ``mkstemp`` would make it 0o600."""
-    flags = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
-             | getattr(os, "O_BINARY", 0))
-    for _ in range(100):
-        tmp = os.path.join(directory, f"{prefix}{secrets.token_hex(4)}.tmp")
-        try:
-            return os.open(tmp, flags, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"no free temporary file name for {prefix!r} in {directory}")
-
-
-def fsync_directory(directory: str) -> None:
-    """Make the names in ``directory`` durable, e.g. after a rename (POSIX; directories cannot
-    be opened for fsync on Windows)."""
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # -- reading -------------------------------------------------------------------------------

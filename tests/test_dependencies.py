@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "gradlog"
 # Bottom first. A part is a module or package of gradlog (the longest matching name wins);
 # parts in one layer are independent of each other.
 LAYERS: list[set[str]] = [
-    {"utils", "tensorboard", "starting", "progress", "dashboard"},  # nothing of gradlog
+    {"storage", "utils", "starting", "progress", "dashboard"},  # nothing of gradlog
+    {"tensorboard"},  # the writer stack, on storage
     {"autograd"},
     {"utils.checkpoint"},  # PyTorch's name for autograd's checkpointing: a re-export
     {"distributed"},

@@ -18,12 +18,19 @@ import numpy as np
 
 from ..engines.base import REDUCTIONS
 
-__all__ = ["RankedWriters", "rank_run_dir"]
+__all__ = ["RankedWriters", "rank_run_dir", "supports"]
+
+
+def supports(writer: Any, capability: str) -> bool:
+    """Whether ``writer`` says it has ``capability``: gradlog's ``SummaryWriter`` lists its
+    extensions to PyTorch's API in ``capabilities`` (``"add_histograms"``, ...); another writer
+    (PyTorch's, tensorboardX's) lists none and gets PyTorch's calls only."""
+    return capability in getattr(writer, "capabilities", ())
 
 
 def rank_run_dir(logdir: str, rank: int) -> str:
     """The sub-run of rank ``rank`` in the run directory ``logdir`` (a path or a URL)."""
-    from ..tensorboard import storage  # lazily: import gradlog loads no TensorBoard
+    from .. import storage  # lazily: import gradlog loads no TensorBoard
     return storage.join(logdir, f"rank{rank}")
 
 

@@ -29,24 +29,11 @@ from .errors import PluginConfigError
 from .lifecycle import PluginLifecycle
 from .passes import InternalPasses
 from .policy import FailurePolicy, warn
-from .ranks import RankedWriters
+from .ranks import RankedWriters, supports
 from .registrar import HookRegistrar
 from .steps import StepDriver
 
 __all__ = ["Run"]
-
-
-_gradlog_writers: dict[type, bool] = {}  # by writer class
-
-
-def _is_gradlog_writer(writer: Any) -> bool:
-    """Whether ``writer`` is gradlog's ``SummaryWriter`` (with its extensions to PyTorch's)."""
-    kind = type(writer)
-    known = _gradlog_writers.get(kind)
-    if known is None:
-        from ..tensorboard import SummaryWriter  # (lazily: a run may log elsewhere)
-        known = _gradlog_writers[kind] = issubclass(kind, SummaryWriter)
-    return known
 
 
 def _print(text: str) -> None:
@@ -287,7 +274,7 @@ class Run:
         arrays = {tag: self.engine.to_numpy(v) for tag, v in tag_values.items()}
         step = self.step if step is None else step
         extra = {t: tuple(more) for t, more in (also_tags or {}).items() if more}
-        if _is_gradlog_writer(writer):
+        if supports(writer, "add_histograms"):
             writer.add_histograms(arrays, step, bins=bins, also_tags=extra, copy=copy)
             return
         for tag, array in arrays.items():
@@ -311,7 +298,7 @@ class Run:
             return
         arrays = tuple(self.engine.to_numpy(v) for v in values)
         step = self.step if step is None else step
-        if _is_gradlog_writer(writer):
+        if supports(writer, "add_scalars_from"):
             writer.add_scalars_from(tags, function, arrays, step)
             return
         from ..tensorboard.writer import computed_scalars
@@ -468,7 +455,7 @@ class Run:
         n = max(self._steps_since_telemetry, 1)
         step = self.step if step is None else step
         writer = self.writer
-        queued = hasattr(writer, "queue_waits")  # (gradlog's writer; 0 without its thread)
+        queued = supports(writer, "queue_waits")  # (gradlog's writer; 0 without its thread)
         for slot in self._dispatcher.slots:
             if writer is not None and slot.enabled:
                 writer.add_scalar(f"plugins/{slot.name}/ms_per_step",

@@ -3,7 +3,7 @@ run (PyTorch's), claiming one atomically, and whether a directory already holds 
 run there would log its steps again after the old ones'). ``gradlog train``'s own files in a
 run directory (checkpoints, ``run.toml``) are :mod:`gradlog.train.runs`, above this.
 
-A run directory may be a path or any fsspec URL (:mod:`gradlog.tensorboard.storage`).
+A run directory may be a path or any fsspec URL (:mod:`gradlog.storage`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import datetime
 import os
 import socket
 
-from ..tensorboard import storage
+from ..storage import has_file, names
 
 __all__ = ["default_run_dir", "claim_new_dir", "names", "has_file", "has_events", "holds_run",
            "RUN_TOML"]
@@ -39,20 +39,6 @@ def claim_new_dir(path: str) -> str:
             continue
         return candidate
     raise FileExistsError(f"no free run directory next to {path}")  # pragma: no cover
-
-
-def names(run_dir: str) -> list[str]:
-    """The names of the files (locally: and directories) in ``run_dir``; [] if it is none."""
-    if storage.is_url(run_dir):
-        return storage.names(run_dir)
-    path = storage.local_path(run_dir)
-    return sorted(os.listdir(path)) if os.path.isdir(path) else []
-
-
-def has_file(run_dir: str, name: str) -> bool:
-    if storage.is_url(run_dir):
-        return name in storage.names(run_dir)
-    return os.path.isfile(os.path.join(storage.local_path(run_dir), name))
 
 
 def has_events(run_dir: str) -> bool:

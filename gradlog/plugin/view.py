@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .ranks import supports
 from .registrar import HookRegistrar
 
 __all__ = ["PluginRun"]
@@ -96,11 +97,14 @@ class PluginRun:
         during it charged to this plugin (``plugins/<name>/queue_waits``): counted where a
         plugin logs, not around each of its calls, which would cost every event."""
         writer = self._run.writer
-        waits = getattr(writer, "queue_waits", 0)
+        if not supports(writer, "queue_waits"):
+            log(*args, **kwargs)
+            return
+        waits = writer.queue_waits
         try:
             log(*args, **kwargs)
         finally:
-            self._slot.queue_waits += getattr(writer, "queue_waits", 0) - waits
+            self._slot.queue_waits += writer.queue_waits - waits
 
     # -- the run's shared state -----------------------------------------------------------------
     @property

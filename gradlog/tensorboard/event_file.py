@@ -17,11 +17,14 @@ Guarantees (each tested):
   A SIGKILL therefore loses fewer than ``max_queue`` events, as with PyTorch.
 * **Durability.** ``sync()`` flushes and fsyncs the file (and once its directory) and returns
   the file's size: what a checkpoint taken then may rely on surviving a power loss.
-* **Places.** ``log_dir`` may also be a URL (:mod:`.storage`): an appendable fsspec filesystem
-  (``memory://``) keeps one file, appended to at each flush; an object store (``s3://``,
-  ``gs://``, ...) gets immutable segments, each a complete event file uploaded whole when it
-  closes: ``flush_secs`` after it opened, once it is large, on ``flush()``, ``sync()``,
-  ``close()``, exit and SIGINT/SIGTERM. Uploads run outside the writer's lock.
+* **Places.** ``log_dir`` may also be a URL: the records go to a :mod:`gradlog.storage`
+  stream, one interface for a local file, an appendable fsspec file (``memory://``) and an
+  object store's segments (``s3://``, ``gs://``, ...), each a complete event file uploaded
+  whole when it closes: ``flush_secs`` after it opened, once it is large, on ``flush()``,
+  ``sync()``, ``close()``, exit and SIGINT/SIGTERM. Uploads run outside the writer's lock: by
+  default in the thread that closed the segment (the caller's, or the idle flusher's); a
+  layer above that has a thread for them (:class:`~.worker.QueuedWriter`) passes
+  ``uploads_elsewhere=True`` and runs :meth:`EventFileWriter.upload` there itself.
 * **Errors surface.** An ``OSError`` names the file and is raised by the call that hit it, or by
   the next call if the idle flusher hit it. Unwritten bytes stay queued for the next flush.
 * **Restarts.** The first record is ``file_version``. ``purge_step=T`` then writes
@@ -35,6 +38,7 @@ Guarantees (each tested):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -43,33 +47,23 @@ import time
 
 from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
-from . import lifecycle, storage
-from .lifecycle import deferred_signals, enter_critical, leave_critical, main_thread
+from .. import storage
+from ..storage.atomic import with_path
+from . import lifecycle
+from .lifecycle import critical
 from .record import frame
 
 __all__ = ["EventFileWriter"]
 
 _counter = itertools.count()
 _hostname: str | None = None
-_OPEN_FLAGS = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND
-               | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
-_get_ident = threading.get_ident
-
-
-def _with_path(error: OSError, path: str) -> OSError:
-    """The same kind of ``OSError``, naming ``path`` (``os.write`` errors name no file)."""
-    if error.filename is not None:
-        return error
-    return type(error)(error.errno, error.strerror or str(error), path)
-
-
 _PREFIX = "events.out.tfevents."
 
 
-def _newest_event_file(directory: str, url: bool) -> str:
+def _newest_event_file(directory: str) -> str:
     """The last event file name in ``directory`` in sorted order ("" when there is none)."""
     try:
-        names = storage.names(directory) if url else os.listdir(directory)
+        names = storage.names(directory)
     except OSError:
         return ""  # (creating the file then names the problem)
     return max((n for n in names if n.startswith(_PREFIX)), default="")
@@ -84,17 +78,6 @@ def _seconds_of(name: str) -> int | None:
     return int(field) if field.isdigit() else None
 
 
-def _fsync_directory(directory: str) -> None:
-    # (as gradlog.serialization's, which this layer does not import: it sits below it)
-    if os.name != "posix":  # directories cannot be opened for fsync on Windows
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class EventFileWriter:
     """Writes framed ``Event`` records to one new event file in ``log_dir``.
 
@@ -105,39 +88,33 @@ class EventFileWriter:
         filename_suffix: appended to the file name.
         purge_step: write ``SessionLog.START`` at this step so TensorBoard hides the events of
             an earlier session at steps ``>= purge_step``.
-        uploader: on an object store, the background worker (:mod:`.worker`) that uploads the
-            segments closed by their age or size, in order with the writer's other jobs (None:
-            the thread that closed them uploads them). ``flush()``, ``sync()`` and ``close()``
-            upload before they return.
+        uploads_elsewhere: on an object store, leave the uploads of segments closed by their
+            age or size to the caller (:meth:`take_upload`, :meth:`upload`), which has a
+            thread for them; ``flush()``, ``sync()`` and ``close()`` upload before they
+            return either way.
     """
 
     def __init__(self, log_dir, max_queue: int = 10, flush_secs: float = 120,
-                 filename_suffix: str = "", purge_step: int | None = None,
-                 uploader=None) -> None:
+                 filename_suffix: str = "", purge_step: int | None = None, *,
+                 uploads_elsewhere: bool = False) -> None:
         self.log_dir = os.fspath(log_dir)
-        self._uploader = uploader  # the writer's BackgroundWorker: uploads that need no wait
-        self._url = storage.is_url(self.log_dir)
-        self._dir = self.log_dir if self._url else storage.local_path(self.log_dir)
-        self._remote: storage.AppendableFile | storage.Segments | None = None
-        self._local_path: str | None = None
+        self._uploads_elsewhere = uploads_elsewhere
         self._max_queue = max(1, int(max_queue))
         self._flush_secs = float(flush_secs)
         self._suffix = filename_suffix
         self._lock = threading.Lock()
         self._pending: list[bytes] = []
-        self._fd: int | None = None
-        self._size = 0  # bytes written to the file
-        self._dir_synced = False
+        self._stream = None
         self._closed = False
         self._error: OSError | None = None  # hit by the idle flusher; raised by the next call
         self._last_flush = time.monotonic()
-        if not self._url:
-            try:
-                os.makedirs(self._dir, exist_ok=True)
-            except OSError as error:
-                raise _with_path(error, self.log_dir) from error
-        self._last_name = _newest_event_file(self._dir, self._url)  # names sort after this
-        self._open_file(step=purge_step or 0)
+        try:
+            storage.makedirs(self.log_dir)
+        except OSError as error:
+            raise with_path(error, self.log_dir) from error
+        self._last_name = _newest_event_file(self.log_dir)  # names sort after this
+        self._header_step = purge_step or 0  # of the first file's (or segment's) header
+        self._stream = self._open_stream()
         if purge_step is not None:  # twice: see "Restarts" above
             start = Event(wall_time=time.time(), step=int(purge_step),
                           session_log=SessionLog(status=SessionLog.START))
@@ -146,15 +123,20 @@ class EventFileWriter:
             self.flush()  # the run shows up at once, and a bad directory fails here
         except OSError:
             self._closed = True
-            if self._fd is not None:
-                os.close(self._fd)
+            with contextlib.suppress(OSError):
+                self._stream.close()
             raise
         lifecycle.register(self)
 
     @property
     def path(self) -> str | None:
         """The event file (for an object store: the URL of the open or last segment)."""
-        return self._remote.path if self._remote is not None else self._local_path
+        stream = self._stream
+        return None if stream is None else stream.path
+
+    def _open_stream(self):
+        return storage.open_stream(self.log_dir, self._new_name, self._header,
+                                   self._flush_secs)
 
     def _new_name(self) -> str:
         global _hostname
@@ -168,111 +150,80 @@ class EventFileWriter:
         self._last_name = max(name, last)
         return name
 
-    @staticmethod
-    def _header(step: int = 0) -> bytes:
+    def _header(self) -> bytes:
+        step, self._header_step = self._header_step, 0
         header = Event(wall_time=time.time(), step=step, file_version="brain.Event:2")
         header.source_metadata.writer = "gradlog"
         return frame(header.SerializeToString())
 
-    def _open_file(self, step: int = 0) -> None:
-        if self._url:
-            return self._open_remote(step)
-        for _ in range(1000):
-            path = os.path.join(self._dir, self._new_name())
-            try:
-                self._fd = os.open(path, _OPEN_FLAGS, 0o666)
-            except FileExistsError:
-                continue
-            except OSError as error:
-                raise _with_path(error, path) from error
-            break
-        else:  # pragma: no cover - a thousand live collisions means something else is wrong
-            raise FileExistsError(f"no free event file name in {self.log_dir}")
-        self._local_path = path
-        self._size, self._dir_synced = 0, False
-        self._pending.insert(0, self._header(step))
-
-    def _open_remote(self, step: int) -> None:
-        if storage.appendable(self.log_dir):
-            self._remote = storage.AppendableFile(self.log_dir, self._new_name)
-            self._pending.insert(0, self._header(step))
-        else:
-            self._remote = storage.Segments(self.log_dir, self._new_name, self._header,
-                                            self._flush_secs)
-            self._remote.append(self._header(step))
-
-    def _critical(self, operation, *args):
-        # NOTE: the main thread is marked busy *before* it takes the lock and unmarked after it
-        # lets go, so a signal handler (always on the main thread) never waits for a lock the
-        # thread it interrupted holds: it defers the flush, and we run it here on the way out.
-        main = enter_critical()
-        try:
-            with self._lock:
-                return operation(*args)
-        finally:
-            leave_critical(main)
-
-    def write(self, payload: bytes) -> None:
-        """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending."""
-        # (self._critical(self._append, record), inlined: this is every add_scalar's path)
-        record = frame(payload)
-        main = _get_ident() == main_thread.ident
-        if main:
-            main_thread.busy += 1
-        try:
-            with self._lock:
-                self._append(record)
-        finally:
-            if main:
-                main_thread.busy -= 1
-                if deferred_signals and not main_thread.busy:
-                    lifecycle.run_deferred()
-        if self._remote is not None and self._remote.upload_due:
-            self._upload(wait=False)  # a segment reached its size bound
+    def write(self, payload: bytes) -> bool:
+        """Queue one serialized ``Event``; flush if ``max_queue`` events are now pending.
+        Returns whether closed segments now wait for the caller to upload them (claimed for
+        it; only with ``uploads_elsewhere``: otherwise they are uploaded here)."""
+        critical(self._lock, self._append, frame(payload))
+        stream = self._stream
+        if stream is not None and stream.upload_due:  # a segment reached its size bound
+            if self._uploads_elsewhere:
+                stream.claim_upload()
+                return True
+            stream.upload()
+        return False
 
     def add_event(self, event: Event) -> None:
         """Queue an ``Event`` message."""
         self.write(event.SerializeToString())
 
+    def write_later(self, make_payload, args: tuple, nbytes: int = 0, what: str = "") -> None:
+        """Write the serialized ``Event`` that ``make_payload(*args)`` returns (None: nothing);
+        here at once (a layer with a thread runs it there: ``nbytes`` and ``what`` are for it)."""
+        payload = make_payload(*args)
+        if payload is not None:
+            self.write(payload)
+
     def flush(self) -> None:
         """Write every pending event to the file (the OS's cache; no fsync); on an object
         store, close the open segment and upload it."""
-        self._critical(self._flush)
-        self._upload()
+        critical(self._lock, self._flush)
+        self.upload()
 
     def sync(self, since_step: int | None = None) -> dict[str, int]:
         """Flush, then fsync the file (the first time also its directory, which holds its
         name): everything written so far survives a power loss. On an object store, the open
         segment is uploaded. Returns ``{file name: bytes on disk}``: the file, or the
         segments uploaded so far that hold events at steps ``>= since_step``."""
-        positions = self._critical(self._sync)
-        if self._remote is not None:
-            self._upload()
-            positions = self._remote.positions(since_step)
-        return positions
+        critical(self._lock, self._sync)
+        self.upload()
+        return self._stream.positions(since_step) if self._stream is not None else {}
 
     def close(self) -> None:
         """Flush and close the file. Idempotent; raises the first write error, if any."""
         try:
-            self._critical(self._close)
-            self._upload()
-            if isinstance(self._remote, storage.Segments):
-                self._remote.remove_empty_spool()
+            critical(self._lock, self._close)
+            self.upload()
         finally:
             lifecycle.unregister(self)
 
-    def _upload(self, wait: bool = True) -> None:
-        # Outside the lock: the closed segments go to the object store, in order; on the
-        # background worker when the caller need not wait and is not that worker itself.
-        segments = self._remote
-        if not isinstance(segments, storage.Segments):
-            return
-        uploader = self._uploader
-        if wait or uploader is None or uploader.on_worker_thread():
-            segments.upload_ready()
-        elif not segments.upload_submitted:
-            segments.upload_submitted = True
-            uploader.submit(segments.upload_ready, (), 0, f"uploading to {segments.url}")
+    @property
+    def upload_due(self) -> bool:
+        """Closed segments wait for an upload nobody has claimed."""
+        stream = self._stream
+        return stream is not None and stream.upload_due
+
+    def take_upload(self) -> bool:
+        """Claim the upload of the closed segments, if one is due: the caller then calls
+        :meth:`upload`."""
+        stream = self._stream
+        if stream is None or not stream.upload_due:
+            return False
+        stream.claim_upload()
+        return True
+
+    def upload(self) -> None:
+        """Upload the closed segments (object stores; outside the lock: the network is
+        slow). Raises the upload's error."""
+        stream = self._stream
+        if stream is not None:
+            stream.upload()
 
     @property
     def closed(self) -> bool:
@@ -284,8 +235,9 @@ class EventFileWriter:
         due = None
         if self._pending and not self._closed:
             due = self._last_flush + self._flush_secs
-        if isinstance(self._remote, storage.Segments):
-            segment_due = self._remote.due()
+        stream = self._stream
+        if stream is not None:
+            segment_due = stream.due()
             if segment_due is not None:
                 due = segment_due if due is None else min(due, segment_due)
         return due
@@ -297,9 +249,10 @@ class EventFileWriter:
                 due = self.flush_due()
                 if due is not None and due <= time.monotonic():
                     self._write_pending_if_any()
-                    if isinstance(self._remote, storage.Segments):
-                        self._remote.close_segment()
-            self._upload(wait=False)
+                    if self._stream is not None:
+                        self._stream.end_segment()
+            if not self._uploads_elsewhere:
+                self.upload()
         except OSError as error:
             with self._lock:
                 if self._error is None:
@@ -310,13 +263,9 @@ class EventFileWriter:
         self._lock = threading.Lock()
         self._pending = []
         self._error = None
-        self._remote = None  # the parent's segments and file stay the parent's
-        if self._fd is not None:
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass  # the child's copy of the descriptor; the parent's stays open
-            self._fd = None
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.abandon()
 
     # The operations below run with the lock held.
 
@@ -337,20 +286,13 @@ class EventFileWriter:
         if self._error is not None:
             self._raise_stored_error()
         self._write_pending_if_any()
-        if isinstance(self._remote, storage.Segments) and not self._closed:
-            self._remote.close_segment()
+        if self._stream is not None and not self._closed:
+            self._stream.end_segment()
 
-    def _sync(self) -> dict[str, int]:
+    def _sync(self) -> None:
         self._flush()
-        if self._fd is not None:
-            try:
-                os.fsync(self._fd)
-                if not self._dir_synced:
-                    _fsync_directory(self._dir)
-                    self._dir_synced = True
-            except OSError as error:
-                raise _with_path(error, self.path) from error
-        return {os.path.basename(self._local_path): self._size} if self._remote is None else {}
+        if self._stream is not None:
+            self._stream.make_durable()
 
     def _close(self) -> None:
         if self._closed:
@@ -364,14 +306,11 @@ class EventFileWriter:
             error = error or write_error
         finally:
             self._pending = []
-            if self._remote is not None:
-                self._remote.close()
-            if self._fd is not None:
-                fd, self._fd = self._fd, None
+            if self._stream is not None:
                 try:
-                    os.close(fd)
+                    self._stream.close()
                 except OSError as close_error:
-                    error = error or _with_path(close_error, self.path)
+                    error = error or close_error
         if error is not None:
             raise error
 
@@ -380,29 +319,20 @@ class EventFileWriter:
         raise error
 
     def _write_pending(self) -> None:
-        # One os.write per flush (more only on a short write).
-        if self._fd is None and self._remote is None:  # first write in a forked child
-            self._open_file()
+        # One write per flush (more only on a short write); after an error, only what did
+        # not go out is retried by the next flush.
+        if self._stream is None:  # first write in a forked child
+            self._stream = self._open_stream()
             lifecycle.register(self)
         pending, self._pending = self._pending, []
         data = pending[0] if len(pending) == 1 else b"".join(pending)
-        if self._remote is not None:
-            try:
-                self._remote.append(data)
-            except OSError:
-                self._pending = [data]  # retried by the next flush
-                raise
-            self._last_flush = time.monotonic()
-            return
-        written = 0
+        stream = self._stream
+        before = stream.written
         try:
-            while written < len(data):
-                written += os.write(self._fd, memoryview(data)[written:])
-        except OSError as error:
-            self._pending = [data[written:]]  # retried by the next flush
-            self._size += written
-            raise _with_path(error, self.path) from error
-        self._size += written
+            stream.append(data)
+        except OSError:
+            self._pending = [data[stream.written - before:]]
+            raise
         self._last_flush = time.monotonic()
 
     def __del__(self) -> None:

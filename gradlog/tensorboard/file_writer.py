@@ -2,9 +2,10 @@
 ``file_writer`` and the values of its ``all_writers``), over gradlog's :class:`EventFileWriter`.
 
 With a :class:`~.worker.BackgroundWorker` (``SummaryWriter(background=True)``, the default),
-every event goes through the worker's queue while it holds anything, so events reach the file
-in the order they were logged; summaries added with :meth:`FileWriter.add_summary_later` are
-built on the worker.
+the event file is wrapped in a :class:`~.queued.QueuedWriter`, so events reach the file in the
+order they were logged; summaries added with :meth:`FileWriter.add_summary_later` are built on
+the worker. Either way this layer calls one interface below it: ``write(bytes)``,
+``write_later``, ``flush``, ``sync``, ``close``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,16 @@ import time
 from tensorboard.compat.proto.event_pb2 import Event, TaggedRunMetadata
 
 from .event_file import EventFileWriter
+from .queued import QueuedWriter
 
 __all__ = ["FileWriter"]
+
+
+def _summary_event(build, args: tuple, step: int, wall_time: float) -> bytes | None:
+    summary = build(*args)
+    if summary is None:
+        return None
+    return Event(wall_time=wall_time, step=step, summary=summary).SerializeToString()
 
 
 class FileWriter:
@@ -36,27 +45,29 @@ class FileWriter:
                  worker=None) -> None:
         self._settings = (os.fspath(log_dir), max_queue, flush_secs, filename_suffix)
         self._worker = worker
+        self._open(purge_step)
+
+    def _open(self, purge_step: int | None = None) -> None:
+        #: the event file (PyTorch's name); every call goes through ``_below``
         self.event_writer = EventFileWriter(*self._settings, purge_step=purge_step,
-                                            uploader=worker)
+                                            uploads_elsewhere=self._worker is not None)
+        self._below = self.event_writer if self._worker is None else \
+            QueuedWriter(self.event_writer, self._worker)
 
     def get_logdir(self) -> str:
         """The directory the event file is in."""
-        return self.event_writer.log_dir
+        return self._settings[0]
 
     def write(self, payload: bytes) -> None:
         """Queue one serialized ``Event``, after everything logged before it."""
-        worker = self._worker
-        if worker is None or worker.idle:
-            self.event_writer.write(payload)
-        else:
-            worker.submit(self.event_writer.write, (payload,), len(payload))
+        self._below.write(payload)
 
     def add_event(self, event: Event, step=None, walltime=None) -> None:
         """Queue ``event``, setting its wall time (default now) and, if given, its step."""
         event.wall_time = time.time() if walltime is None else float(walltime)
         if step is not None:
             event.step = int(step)
-        self.write(event.SerializeToString())
+        self._below.write(event.SerializeToString())
 
     def add_summary(self, summary, global_step=None, walltime=None) -> None:
         """Queue ``summary`` in an ``Event`` at ``global_step`` (0 when None)."""
@@ -69,16 +80,7 @@ class FileWriter:
         caller's own copies, ``nbytes`` their size; ``what`` names the call in an error."""
         step = 0 if global_step is None else int(global_step)
         wall_time = time.time() if walltime is None else float(walltime)
-        if self._worker is None:
-            self._write_built(build, args, step, wall_time)
-        else:
-            self._worker.submit(self._write_built, (build, args, step, wall_time), nbytes, what)
-
-    def _write_built(self, build, args: tuple, step: int, wall_time: float) -> None:
-        summary = build(*args)
-        if summary is not None:
-            event = Event(wall_time=wall_time, step=step, summary=summary)
-            self.event_writer.write(event.SerializeToString())
+        self._below.write_later(_summary_event, (build, args, step, wall_time), nbytes, what)
 
     def add_graph(self, graph_profile, walltime=None) -> None:
         """Queue a ``(GraphDef, RunMetadata)`` pair: the graph and its run metadata."""
@@ -93,20 +95,19 @@ class FileWriter:
 
     def flush(self) -> None:
         """Write every pending event to the file."""
-        if self._worker is not None:
-            self._worker.drain()
-        self.event_writer.flush()
+        self._below.flush()
+
+    def sync(self, since_step: int | None = None) -> dict[str, int]:
+        """Flush and fsync the file (on an object store: upload the open segment); returns
+        ``{file name: bytes on disk}`` (see ``EventFileWriter.sync``)."""
+        return self._below.sync(since_step)
 
     def close(self) -> None:
         """Flush and close the file (idempotent)."""
-        try:
-            if self._worker is not None:
-                self._worker.drain()
-        finally:
-            self.event_writer.close()
+        self._below.close()
 
     def reopen(self) -> None:
         """After :meth:`close`, continue in a new event file in the same directory (no-op
         while open)."""
         if self.event_writer.closed:
-            self.event_writer = EventFileWriter(*self._settings, uploader=self._worker)
+            self._open()

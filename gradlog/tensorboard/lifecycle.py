@@ -14,9 +14,9 @@ finished before the files are flushed. Four mechanisms:
   the exit status still says "killed by SIGTERM"). They are installed only from the main thread,
   and the previous handlers are restored when the last writer closes unless someone installed
   another handler since. If the signal arrives while the main thread is inside a writer's or a
-  worker's critical section (:func:`enter_critical`), a flush would wait for a lock that thread
+  worker's critical section (:func:`critical`), a flush would wait for a lock that thread
   holds, or see a half-updated queue, so the handler only records the signal; the section runs
-  it as soon as it ends (:func:`leave_critical`).
+  it as soon as it ends.
   A program that handles SIGINT/SIGTERM itself (``gradlog train``) says so with
   :func:`signals_owned_by_program`: writers then install nothing, and the program's handler
   uses :func:`call_outside_writers` for whatever must not run inside a writer.
@@ -40,11 +40,12 @@ import threading
 import time
 import weakref
 
-__all__ = ["register", "unregister", "register_worker", "unregister_worker", "enter_critical",
-           "leave_critical", "run_deferred", "deferred_signals", "main_thread",
+__all__ = ["register", "unregister", "register_idle", "unregister_idle", "register_worker",
+           "unregister_worker", "critical", "run_deferred", "deferred_signals", "main_thread",
            "call_outside_writers", "signals_owned_by_program"]
 
 _writers: weakref.WeakSet = weakref.WeakSet()
+_idle: weakref.WeakSet = weakref.WeakSet()  # what the idle flusher looks at
 _workers: weakref.WeakSet = weakref.WeakSet()
 _lock = threading.Lock()
 _wake = threading.Event()
@@ -71,21 +72,35 @@ _stopped = False
 
 def register(writer) -> None:
     """Track ``writer`` until :func:`unregister`; start the idle flusher and signal handlers."""
-    global _flusher
     with _lock:
         _writers.add(writer)
+    register_idle(writer)
+    _install_signal_handlers()
+
+
+def register_idle(flushable) -> None:
+    """Have the idle flusher call ``flushable.flush_if_due()`` once ``flushable.flush_due()``
+    (a ``time.monotonic()`` or None) has passed, until :func:`unregister_idle`."""
+    global _flusher
+    with _lock:
+        _idle.add(flushable)
         if _flusher is None and not _stopped:
             _flusher = threading.Thread(target=_flush_idle_writers, name="gradlog-tb-flush",
                                         daemon=True)
             _flusher.start()
     _wake.set()  # a new writer may have a shorter flush_secs
-    _install_signal_handlers()
+
+
+def unregister_idle(flushable) -> None:
+    with _lock:
+        _idle.discard(flushable)
 
 
 def unregister(writer) -> None:
     """Stop tracking ``writer``; restore the signal handlers once no writer is open."""
     with _lock:
         _writers.discard(writer)
+        _idle.discard(writer)
         empty = not _writers
     if empty:
         _restore_signal_handlers()
@@ -105,22 +120,24 @@ def unregister_worker(worker) -> None:
 _get_ident = threading.get_ident
 
 
-def enter_critical() -> bool:
-    """Start a critical section (a writer's or worker's lock held, its queue half-updated):
-    a signal arriving on the main thread inside it is handled when it ends. Returns whether
-    this is the main thread, for :func:`leave_critical`."""
+def critical(lock, operation, *args):
+    """``operation(*args)`` with ``lock`` held, as a critical section: a signal arriving on
+    the main thread inside it is handled when it ends. The one way a writer's or worker's
+    lock is taken where a signal may interrupt."""
+    # NOTE: the main thread is marked busy *before* it takes the lock and unmarked after it
+    # lets go, so a signal handler (always on the main thread) never waits for a lock the
+    # thread it interrupted holds: it defers its work, which runs here on the way out.
     main = _get_ident() == main_thread.ident
     if main:
         main_thread.busy += 1
-    return main
-
-
-def leave_critical(main: bool) -> None:
-    """End a critical section; run the signals that arrived inside it."""
-    if main:
-        main_thread.busy -= 1
-        if deferred_signals and not main_thread.busy:
-            run_deferred()
+    try:
+        with lock:
+            return operation(*args)
+    finally:
+        if main:
+            main_thread.busy -= 1
+            if deferred_signals and not main_thread.busy:
+                run_deferred()
 
 
 def run_deferred() -> None:
@@ -171,7 +188,7 @@ def _flush_due_writers() -> float:
     # A function of its own so no strong reference to a writer survives into the sleep.
     now = time.monotonic()
     timeout = 1.0
-    for writer in list(_writers):
+    for writer in list(_idle):
         due = writer.flush_due()
         if due is None:
             continue

@@ -4,20 +4,19 @@ The projector reads no events: it reads ``projector_config.pbtxt`` in the run di
 points at ``<step:05d>/<tag>/tensors.tsv`` (one row of tab-separated floats per point), an
 optional ``metadata.tsv`` (one label per line, or a header row and tab-separated columns) and an
 optional ``sprite.png`` (the points' images tiled in a square). The config lists every embedding
-the writer logged, so it is rewritten on each call, through a temporary file and a rename so a
-reader never sees half of it. A run directory on an object store gets each file published whole
-(:func:`.storage.publish_bytes`).
+the writer logged, so it is rewritten on each call; every file is published whole
+(:func:`gradlog.storage.publish`: a temporary file and a rename, or an upload and a move), so a
+reader never sees half of one.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import warnings
 
 import numpy as np
 
-from . import storage
+from .. import storage
 from .image import encode_png, make_grid, to_uint8
 
 __all__ = ["add_embedding"]
@@ -28,15 +27,6 @@ CONFIG_NAME = "projector_config.pbtxt"
 def _escape(tag: str) -> str:
     # PyTorch's escaping, so a tag never adds directory levels.
     return tag.replace("%", "%25").replace("/", "%2f").replace("\\", "%5c")
-
-
-def _write(path: str, data: bytes) -> None:
-    if storage.is_url(path):
-        return storage.publish_bytes(path, data)
-    temporary = path + ".tmp"
-    with open(temporary, "wb") as file:
-        file.write(data)
-    os.replace(temporary, path)
 
 
 def _metadata_tsv(metadata, header) -> bytes:
@@ -88,21 +78,22 @@ def add_embedding(log_dir: str, config, mat: np.ndarray, metadata=None, label_im
     step = 0 if global_step is None else int(global_step)
     subdir = f"{str(step).zfill(5)}/{_escape(tag)}"
     save_path = storage.join(log_dir, *subdir.split("/"))
-    remote = storage.is_url(save_path)
-    if storage.isdir(save_path) if remote else os.path.isdir(save_path):
+    if storage.isdir(save_path):
         warnings.warn(f"embedding directory {save_path} exists; did you set global_step?",
                       UserWarning, stacklevel=3)
-    if not remote:
-        os.makedirs(save_path, exist_ok=True)
+    storage.makedirs(save_path)
     rows = ["\t".join(repr(x) for x in row) for row in mat.astype(np.float64).tolist()]
-    _write(storage.join(save_path, "tensors.tsv"), ("\n".join(rows) + "\n").encode("ascii"))
+    storage.publish(storage.join(save_path, "tensors.tsv"),
+                    ("\n".join(rows) + "\n").encode("ascii"))
     info = config.embeddings.add(tensor_name=f"{tag}:{str(step).zfill(5)}",
                                  tensor_path=f"{subdir}/tensors.tsv")
     if metadata is not None:
-        _write(storage.join(save_path, "metadata.tsv"), _metadata_tsv(metadata, metadata_header))
+        storage.publish(storage.join(save_path, "metadata.tsv"),
+                        _metadata_tsv(metadata, metadata_header))
         info.metadata_path = f"{subdir}/metadata.tsv"
     if label_img is not None:
-        _write(storage.join(save_path, "sprite.png"), _sprite_png(label_img))
+        storage.publish(storage.join(save_path, "sprite.png"), _sprite_png(label_img))
         info.sprite.image_path = f"{subdir}/sprite.png"
         info.sprite.single_image_dim.extend([label_img.shape[3], label_img.shape[2]])
-    _write(storage.join(log_dir, CONFIG_NAME), text_format.MessageToString(config).encode())
+    storage.publish(storage.join(log_dir, CONFIG_NAME),
+                    text_format.MessageToString(config).encode())

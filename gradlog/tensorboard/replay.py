@@ -18,7 +18,7 @@ import posixpath
 
 from tensorboard.compat.proto.event_pb2 import Event
 
-from . import storage
+from .. import storage
 from .reader import read_records
 
 __all__ = ["events_to_replay"]

@@ -79,42 +79,14 @@ class BackgroundWorker:
     def submit(self, function, args: tuple = (), nbytes: int = 0, what: str = "") -> None:
         """Queue ``function(*args)``; wait while the queue is full. ``nbytes`` is the size of
         the values the job holds; ``what`` names it in an error."""
-        main = lifecycle.enter_critical()
-        try:
-            with self._lock:
-                self._raise_error()
-                if self._unfinished >= self.max_items or (
-                        self._unfinished and self._bytes + nbytes > self.max_bytes):
-                    self._wait_for_room(nbytes)
-                self._jobs.append((function, args, nbytes, what))
-                self._unfinished += 1
-                self._bytes += nbytes
-                self.idle = False
-                if self._thread is None:
-                    self._start()
-                elif self._worker_waiting:
-                    self._has_work.notify()
-        finally:
-            lifecycle.leave_critical(main)
+        lifecycle.critical(self._lock, self._enqueue, function, args, nbytes, what)
 
     def drain(self, raise_error: bool = True) -> None:
         """Wait until every job submitted so far has run; then raise a job's error, if any
         (unless ``raise_error`` is False: a signal handler leaves it for the next call)."""
         if threading.current_thread() is self._thread:
             raise RuntimeError("a background writer job cannot wait for the writer's queue")
-        main = lifecycle.enter_critical()
-        try:
-            with self._lock:
-                while self._unfinished:
-                    self._room_waiters += 1
-                    try:
-                        self._has_room.wait()
-                    finally:
-                        self._room_waiters -= 1
-                if raise_error:
-                    self._raise_error()
-        finally:
-            lifecycle.leave_critical(main)
+        lifecycle.critical(self._lock, self._wait_until_done, raise_error)
 
     def stop(self) -> None:
         """Run every job, then end the thread (a later :meth:`submit` starts a new one);
@@ -138,6 +110,30 @@ class BackgroundWorker:
         self._reset()
 
     # -- the caller's side, with the lock held --------------------------------------------
+
+    def _enqueue(self, function, args: tuple, nbytes: int, what: str) -> None:
+        self._raise_error()
+        if self._unfinished >= self.max_items or (
+                self._unfinished and self._bytes + nbytes > self.max_bytes):
+            self._wait_for_room(nbytes)
+        self._jobs.append((function, args, nbytes, what))
+        self._unfinished += 1
+        self._bytes += nbytes
+        self.idle = False
+        if self._thread is None:
+            self._start()
+        elif self._worker_waiting:
+            self._has_work.notify()
+
+    def _wait_until_done(self, raise_error: bool) -> None:
+        while self._unfinished:
+            self._room_waiters += 1
+            try:
+                self._has_room.wait()
+            finally:
+                self._room_waiters -= 1
+        if raise_error:
+            self._raise_error()
 
     def _raise_error(self) -> None:
         error = self._error

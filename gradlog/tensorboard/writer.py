@@ -14,7 +14,7 @@ resumed from a checkpoint keep what was logged before the checkpoint at its step
 Threads: with ``background=True`` (the default) the caller's thread only checks the arguments and
 copies the values; a :class:`~.worker.BackgroundWorker` computes histograms, encodes images and
 videos, and writes, in the order of the calls; on an object store it also uploads the segments
-that close (:mod:`.storage`). The other builders are cheap and run on the caller; only their
+that close (:mod:`gradlog.storage`). The other builders are cheap and run on the caller; only their
 writing waits its turn.
 """
 
@@ -30,7 +30,7 @@ from datetime import datetime
 import numpy as np
 from tensorboard.compat.proto.summary_pb2 import HistogramProto, Summary
 
-from . import storage
+from .. import storage
 from . import summary as _summary
 from .convert import clean_tag, to_float, to_numpy
 from .file_writer import FileWriter
@@ -67,6 +67,10 @@ def _one(function):
 class SummaryWriter:
     """Writes TensorBoard event files into ``log_dir``, as ``torch.utils.tensorboard`` does.
 
+    Its extensions to PyTorch's API are listed in :attr:`capabilities`, which callers that
+    also take other writers ask (``"add_histograms" in getattr(writer, "capabilities", ())``)
+    rather than checking the class.
+
     Args:
         log_dir: the run directory; default ``runs/<%b%d_%H-%M-%S>_<hostname><comment>``.
         comment: appended to the default ``log_dir`` (ignored when ``log_dir`` is given).
@@ -90,6 +94,12 @@ class SummaryWriter:
     tensors, numpy arrays or Python numbers. A write error raises ``OSError`` naming the file
     (with ``background``, from the next call, ``flush()`` or ``close()``).
     """
+
+    #: What this writer does beyond PyTorch's ``SummaryWriter``: one event for many histograms
+    #: (:meth:`add_histograms`), numbers computed on the writer's thread
+    #: (:meth:`add_scalars_from`), and the count of waits for its full queue
+    #: (:attr:`queue_waits`).
+    capabilities = frozenset({"add_histograms", "add_scalars_from", "queue_waits"})
 
     def __init__(self, log_dir=None, comment: str = "", purge_step: int | None = None,
                  max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "", *,
@@ -196,12 +206,7 @@ class SummaryWriter:
             scalar_value if type(scalar_value) is float else to_float(scalar_value),
             0 if global_step is None else int(global_step),
             time.time() if walltime is None else float(walltime))
-        writer = self.file_writer or self._get_file_writer()
-        worker = self._worker
-        if worker is None or worker.idle:  # (FileWriter.write, inlined: every scalar's path)
-            writer.event_writer.write(payload)
-        else:
-            writer.write(payload)
+        (self.file_writer or self._get_file_writer()).write(payload)
 
     def add_scalar_from(self, tag: str, function, values: tuple, global_step=None,
                         walltime=None) -> None:
@@ -510,12 +515,10 @@ class SummaryWriter:
         "/": bytes}`` (of an object store's segments, those holding steps ``>= since_step``).
         Take it when a checkpoint is saved at ``since_step`` and pass it back as ``replay``
         when resuming from that checkpoint."""
-        if self._worker is not None:
-            self._worker.drain()  # everything logged so far is in the files
         positions = {}
         for writer in list((self.all_writers or {}).values()):
             run = storage.relative(writer.get_logdir(), self.log_dir)
-            for name, size in writer.event_writer.sync(since_step).items():
+            for name, size in writer.sync(since_step).items():
                 positions[f"{run}/{name}" if run else name] = size
         return positions
 

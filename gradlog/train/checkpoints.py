@@ -25,7 +25,7 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..tensorboard import storage
+from .. import storage
 from . import runs
 from .built import Built
 from .config import RunConfig

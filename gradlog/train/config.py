@@ -15,10 +15,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import storage
 from ..plugin import Plugin
 from ..plugin.discovery import instantiate, load, merge_plugins
 from ..plugin.options import BadValue, check_values, did_you_mean, load_config, validate_options
-from ..tensorboard import storage
 from . import toml_text
 from .errors import UserError
 

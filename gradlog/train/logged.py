@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .. import storage
 from ..plugin.model_text import MODEL_TEXT_TAG, model_text
 from ..plugin.writers import open_writer
-from ..serialization import fsync_directory
-from ..tensorboard import storage
 from . import runs
 from .config import RunConfig
 
@@ -50,9 +49,5 @@ def _fsync_event_files(directory: str) -> None:
     name, and the directory that holds their names."""
     for name in os.listdir(directory):
         if "tfevents" in name:
-            fd = os.open(os.path.join(directory, name), os.O_RDWR)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fsync_directory(directory)
+            storage.fsync_file(os.path.join(directory, name))
+    storage.fsync_directory(directory)

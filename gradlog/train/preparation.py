@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .. import storage
 from ..engines import Engine, engine_for, seed_loaded_engines
-from ..tensorboard import storage
 from . import checkpoints, parallel, runs
 from .built import Built
 from .config import RunConfig, TrainOptions, make_plugins, read_given, reconcile, resolve

@@ -26,7 +26,7 @@ import re
 import secrets
 import socket
 
-from ..tensorboard import storage
+from .. import storage
 from .errors import UserError
 
 try:

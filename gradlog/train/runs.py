@@ -7,9 +7,9 @@ A checkpoint is one ``.npz`` written atomically by ``gl.save`` (no pickle), name
 the newest is easy to find; the newest two are kept. What a checkpoint holds, and how resuming
 chooses one, is :mod:`gradlog.train.checkpoints`.
 
-A run directory may be any fsspec URL (:mod:`gradlog.tensorboard.storage`): a checkpoint and
-``run.toml`` are then written whole to a temporary name and moved to theirs, so a name only
-ever shows a complete file.
+A run directory may be any fsspec URL: files are read and written through :mod:`gradlog.storage`,
+which publishes a checkpoint and ``run.toml`` whole (locally fsynced and renamed, at a URL
+uploaded to a temporary name and moved to theirs), so a name only ever shows a complete file.
 """
 
 from __future__ import annotations
@@ -19,17 +19,10 @@ import os
 import re
 from typing import Any
 
-from ..plugin.run_dirs import (
-    RUN_TOML,
-    claim_new_dir,
-    default_run_dir,
-    has_events,
-    has_file,
-    holds_run,
-    names,
-)
-from ..serialization import atomic_file, load, save
-from ..tensorboard import storage
+from .. import storage
+from ..plugin.run_dirs import RUN_TOML, claim_new_dir, default_run_dir, has_events, holds_run
+from ..serialization import load, save
+from ..storage import exists, has_file, isdir, makedirs, names, remove
 
 __all__ = ["default_run_dir", "claim_new_dir", "has_events", "holds_run", "checkpoints",
            "newest_checkpoint",
@@ -44,54 +37,8 @@ _TEMPORARY = re.compile(r"^\.checkpoint-\d{8}\.npz\..*\.tmp$")  # gl.save's, lef
 KEEP = 2
 
 
-# -- a run directory, local or at a URL ------------------------------------------------------
-
-def exists(run_dir: str) -> bool:
-    if storage.is_url(run_dir):
-        return storage.exists(run_dir)
-    return os.path.exists(storage.local_path(run_dir))
-
-
-def isdir(run_dir: str) -> bool:
-    if storage.is_url(run_dir):
-        return storage.isdir(run_dir)
-    return os.path.isdir(storage.local_path(run_dir))
-
-
 def read_text(path: str) -> str:
-    if storage.is_url(path):
-        return storage.read_bytes(path).decode("utf-8")
-    with open(storage.local_path(path), encoding="utf-8") as f:
-        return f.read()
-
-
-def remove(path: str) -> None:
-    if storage.is_url(path):
-        storage.remove(path)
-    else:
-        os.remove(storage.local_path(path))
-
-
-def makedirs(run_dir: str) -> None:
-    """Create ``run_dir`` (an object store needs no directories)."""
-    if not storage.is_url(run_dir):
-        os.makedirs(storage.local_path(run_dir), exist_ok=True)
-
-
-def _publish(path: str, data_or_writer) -> None:
-    """Write a whole file: ``data_or_writer`` is bytes, or a function writing to a file."""
-    if storage.is_url(path):
-        if callable(data_or_writer):
-            buffer = io.BytesIO()
-            data_or_writer(buffer)
-            data_or_writer = buffer.getvalue()
-        storage.publish_bytes(path, data_or_writer)
-        return
-    with atomic_file(storage.local_path(path)) as f:
-        if callable(data_or_writer):
-            data_or_writer(f)
-        else:
-            f.write(data_or_writer)
+    return storage.read_bytes(path).decode("utf-8")
 
 
 # -- events, checkpoints, run.toml ----------------------------------------------------------
@@ -120,7 +67,7 @@ def save_checkpoint(run_dir: str, state: dict[str, Any]) -> str:
     step = int(state["step"])
     path = storage.join(run_dir, f"checkpoint-{step:08d}.npz")
     record = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, **state}
-    _publish(path, lambda f: save(record, f))
+    storage.publish(path, lambda f: save(record, f))
     found = checkpoints(run_dir)
     later = [p for s, p in found if s > step]
     older = [p for s, p in found if s <= step][:-KEEP]
@@ -153,5 +100,5 @@ def load_checkpoint(path: str) -> dict[str, Any]:
 def write_run_toml(run_dir: str, text: str) -> str:
     """Write ``run_dir/run.toml`` atomically."""
     path = storage.join(run_dir, RUN_TOML)
-    _publish(path, text.encode("utf-8"))
+    storage.publish(path, text.encode("utf-8"))
     return path

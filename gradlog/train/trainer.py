@@ -14,10 +14,10 @@ import shutil
 import traceback
 from typing import Any
 
+from .. import storage
 from ..plugin import PluginAbort, PluginConfigError, PluginError, Run, StopTraining
 from ..plugin.ranks import rank_run_dir
 from ..plugin.writers import open_writer
-from ..tensorboard import storage
 from . import checkpoints, parallel, runs
 from .console import Console
 from .errors import Interrupted, RunFailed, UserError

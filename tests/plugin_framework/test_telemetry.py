@@ -52,8 +52,9 @@ class Quiet(Plugin):
 
 class WaitingWriter(MemoryWriter):
     """A writer whose every histogram waited once for its queue (as a full background queue
-    makes gradlog's writer wait)."""
+    makes gradlog's writer wait); it says it counts them, as gradlog's writer does."""
 
+    capabilities = frozenset({"queue_waits"})
     queue_waits = 0
 
     def add_histogram(self, *args, **kwargs) -> None:

@@ -4,12 +4,12 @@ It runs ``gradlog train TRAIN_ARGS`` in this process after wrapping what the tra
 through, so that the process can SIGKILL itself at an exact point of a write, and so that the
 test knows what had reached the files before the kill:
 
-* every ``os.write`` of an event file (``gradlog.tensorboard.event_file``): each complete write
+* every ``os.write`` of an event file (``gradlog.storage.streams``): each complete write
   is recorded in the side log (the records it held: file relative to the run directory, tag,
   step, value), fsynced before the write returns; ``flush_kill`` kills inside the Nth write
   to the run directory's event files, after writing a prefix that ends inside a record (or
   before writing anything);
-* the checkpoint write (``gradlog.serialization``'s file object, ``os.fsync``, ``os.replace``)
+* the checkpoint write (``gradlog.storage.atomic``'s file object, ``os.fsync``, ``os.replace``)
   and ``gradlog.train.runs.save_checkpoint``: ``ckpt_kill`` kills inside the Nth checkpoint, after
   some bytes of the temporary file, before its fsync (the file is complete), just before or
   just after the rename, or once the checkpoint call has returned; with ``"signal": "INT"`` or
@@ -84,7 +84,7 @@ class Proxy(types.SimpleNamespace):
 
 
 def install_event_file_hooks(spec: dict, log: SideLog) -> None:
-    from gradlog.tensorboard import event_file
+    from gradlog.storage import streams
 
     run_dir = os.path.realpath(spec["run_dir"])
     kill = spec.get("flush_kill")
@@ -114,7 +114,7 @@ def install_event_file_hooks(spec: dict, log: SideLog) -> None:
             log.add_all(entries(data, os.path.relpath(path, run_dir)))
         return n
 
-    event_file.os = Proxy(write=write)
+    streams.os = Proxy(write=write)
 
 
 class KillingFile:
@@ -146,16 +146,17 @@ class KillingFile:
 
 
 def install_checkpoint_hooks(spec: dict, log: SideLog) -> None:
-    from gradlog import serialization
+    from gradlog.storage import atomic
     from gradlog.train import runs
 
     kill = spec.get("ckpt_kill") or {}
     where = kill.get("where")
     signum = getattr(signal, "SIG" + kill.get("signal", "KILL"))
-    count = {"n": 0}
+    count = {"n": 0, "saving": False}
 
-    def active(point: str) -> bool:
-        return where == point and count["n"] == kill["nth"]
+    def active(point: str) -> bool:  # (the event files' own fsyncs are not the checkpoint's)
+        return where == point and count["n"] == kill["nth"] and (
+            count["saving"] or point == "after_save")
 
     def fdopen(fd, *args, **kwargs):
         fh = os.fdopen(fd, *args, **kwargs)
@@ -180,12 +181,16 @@ def install_checkpoint_hooks(spec: dict, log: SideLog) -> None:
                     renamed=os.path.basename(dst))
             die(signum)
 
-    serialization.os = Proxy(fdopen=fdopen, fsync=fsync, replace=replace)
+    atomic.os = Proxy(fdopen=fdopen, fsync=fsync, replace=replace)
     real_save = runs.save_checkpoint
 
     def save_checkpoint(run_dir, state):
         count["n"] += 1
-        path = real_save(run_dir, state)
+        count["saving"] = True
+        try:
+            path = real_save(run_dir, state)
+        finally:
+            count["saving"] = False
         log.add(checkpoint=os.path.basename(path), step=int(state["step"]), nth=count["n"])
         if active("after_save"):
             log.add(kill="checkpoint", where="after_save", nth=count["n"])

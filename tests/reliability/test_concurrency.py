@@ -79,7 +79,8 @@ def test_inference_mode_and_set_grad_enabled_stay_in_their_thread():
 
 _WRITER = r"""
 import os, sys, time
-from gradlog.tensorboard import SummaryWriter, event_file
+from gradlog.storage import files
+from gradlog.tensorboard import SummaryWriter
 log_dir, go, name, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 
@@ -97,7 +98,7 @@ def listdir(path="."):
         open(f"{go}.{name}", "w").close()
         wait_for(f"{go}.a", f"{go}.b")
     return found
-event_file.os = type("os", (), {"__getattr__": lambda self, a: getattr(os, a),
+files.os = type("os", (), {"__getattr__": lambda self, a: getattr(os, a),
                                 "listdir": staticmethod(listdir)})()
 wait_for(go)  # both start writing at the same moment
 writer = SummaryWriter(log_dir, max_queue=7)

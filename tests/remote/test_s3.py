@@ -295,7 +295,8 @@ def test_an_aged_segment_is_uploaded_by_the_writers_background_worker(tmp_path, 
     raises its error, naming the job, and the events stay in the spool."""
     import fsspec.config
 
-    from gradlog.tensorboard import SummaryWriter, storage
+    from gradlog import storage
+    from gradlog.tensorboard import SummaryWriter
     server = MotoServer(str(tmp_path / "moto.log"))
     try:
         for key, value in server.env.items():

@@ -18,8 +18,9 @@ from remote_helpers import events_of, scalar_series  # noqa: E402
 from tensorboard.compat.proto.event_pb2 import Event  # noqa: E402
 from tensorboard.compat.proto.summary_pb2 import Summary  # noqa: E402
 
+from gradlog import storage  # noqa: E402
 from gradlog.cli import main  # noqa: E402
-from gradlog.tensorboard import SummaryWriter, storage  # noqa: E402
+from gradlog.tensorboard import SummaryWriter  # noqa: E402
 from gradlog.tensorboard.reader import check_file  # noqa: E402
 from gradlog.tensorboard.record import frame  # noqa: E402
 from gradlog.train import runs  # noqa: E402
@@ -90,7 +91,7 @@ def test_an_appendable_filesystem_keeps_one_file_appended_at_each_flush(memory_u
 
 def _segments(url, spool, max_age=60.0, max_bytes=storage.SEGMENT_BYTES):
     # Segments is given its naming and its header by the writer: here, names in increasing
-    # order and a version record, as the writer's
+    # order and a version record, as the writer's (each segment starts with the header)
     names = (f"events.out.tfevents.{1_000_000_000 + i:010d}.test" for i in itertools.count())
     return storage.Segments(url, lambda: next(names), _header, max_age, max_bytes,
                             spool=str(spool))
@@ -108,12 +109,11 @@ def _record(step: int, value: float) -> bytes:
 
 def test_segments_are_complete_event_files_named_in_writing_order(memory_url, tmp_path):
     segments = _segments(memory_url, tmp_path / "spool", max_bytes=600)
-    segments.append(_header())
     for step in range(40):
         segments.append(_record(step, float(step)))  # ~50 bytes each: a segment per ~12
-        segments.upload_ready()
+        segments.upload()
     segments.close()
-    segments.upload_ready()
+    segments.upload()
     names = _copy_out(memory_url, tmp_path / "out")
     assert len(names) >= 3 and names == sorted(names)
     steps = []
@@ -124,32 +124,31 @@ def test_segments_are_complete_event_files_named_in_writing_order(memory_url, tm
         assert events[0].file_version == "brain.Event:2"
         steps += [e.step for e in events[1:]]
     assert steps == list(range(40))  # in order, each once, across the segments
-    assert not os.listdir(tmp_path / "spool")  # uploaded segments leave the spool
+    assert not (tmp_path / "spool").exists()  # uploaded segments leave it, then it goes
     assert [s for s, _ in scalar_series(str(tmp_path / "out"), "x")] == list(range(40))
 
 
 def test_a_segment_closes_when_it_is_max_age_seconds_old(memory_url, tmp_path):
     segments = _segments(memory_url, tmp_path / "spool", max_age=30.0)
-    assert segments.due() is None  # nothing open
-    segments.append(_header())
-    opened = segments.due() - 30.0
+    opened = segments.due() - 30.0  # the first segment opens at once
     segments.append(_record(0, 1.0))
     assert segments.due() == pytest.approx(opened + 30.0)  # the age counts from the opening
-    segments.close_segment()
+    segments.end_segment()
     assert segments.due() == 0.0 and segments.upload_due  # waiting for its upload
-    segments.upload_ready()
+    segments.claim_upload()
+    assert segments.due() is None and not segments.upload_due  # someone will upload it
+    segments.upload()
     assert segments.due() is None and not segments.upload_due
 
 
 def test_positions_name_the_segments_holding_a_step_or_later(memory_url, tmp_path):
     segments = _segments(memory_url, tmp_path / "spool")
-    segments.append(_header())
     for step in range(5):
         segments.append(_record(step, 0.0))
-    segments.close_segment()
+    segments.end_segment()
     segments.append(_record(5, 0.0))
-    segments.close_segment()
-    segments.upload_ready()
+    segments.end_segment()
+    segments.upload()
     first, second = sorted(segments.positions())
     assert set(segments.positions(since_step=5)) == {second}
     assert set(segments.positions(since_step=4)) == {first, second}
@@ -286,7 +285,7 @@ def test_checkpoints_and_run_toml_at_a_url_and_the_resume_point(memory_url):
 
 
 def test_a_damaged_checkpoint_at_a_url_is_named(memory_url):
-    storage.publish_bytes(f"{memory_url}/checkpoint-00000004.npz", b"PK\x03\x04 not a zip")
+    storage.publish(f"{memory_url}/checkpoint-00000004.npz", b"PK\x03\x04 not a zip")
     with pytest.raises(ValueError, match=f"{memory_url}/checkpoint-00000004.npz"):
         runs.load_checkpoint(f"{memory_url}/checkpoint-00000004.npz")
 
@@ -307,8 +306,8 @@ def test_the_largest_step_of_a_segment_is_read_as_the_protos_say(tmp_path):
     import numpy as np
     from tensorboard.compat.proto.event_pb2 import Event
 
+    from gradlog.storage.streams import _largest_step
     from gradlog.tensorboard.reader import read_records
-    from gradlog.tensorboard.storage import _largest_step
     with SummaryWriter(str(tmp_path), purge_step=3) as writer:
         for step in (0, 5, 2**40 + 3, 127, 128, 300):
             writer.add_scalar("a", 1.0, step, walltime=0 if step == 5 else None)

@@ -58,7 +58,7 @@ def test_an_existing_file_is_never_appended_to(log_dir, monkeypatch):
     # Same second, and the counter hands out the used number twice: the name is taken (as by
     # another writer after this one listed the directory).
     monkeypatch.setattr(event_file, "_counter", iter([used, used, 999_999]))
-    monkeypatch.setattr(event_file, "_newest_event_file", lambda directory, url: "")
+    monkeypatch.setattr(event_file, "_newest_event_file", lambda directory: "")
     monkeypatch.setattr(event_file, "time", types.SimpleNamespace(
         time=lambda: seconds, monotonic=time.monotonic))
     second = EventFileWriter(log_dir)
@@ -160,7 +160,7 @@ def _fail_writes_to(writer, monkeypatch, error=errno.ENOSPC, after=0):
     real_write, budget = os.write, [after]
 
     def write(fd, data):
-        if fd != writer._fd:
+        if fd != writer._stream._fd:
             return real_write(fd, data)
         if budget[0] <= 0:
             raise OSError(error, os.strerror(error))

@@ -17,7 +17,8 @@ from tb_helpers import TensorBoardServer, event_files
 from tensorboard.backend.event_processing import event_accumulator as ea
 from tensorboard.backend.event_processing import plugin_event_accumulator as pea
 
-from gradlog.tensorboard import SummaryWriter, event_file, lifecycle
+from gradlog.storage import atomic, streams
+from gradlog.tensorboard import SummaryWriter, lifecycle
 from gradlog.tensorboard.reader import DamagedRecord, check_file, read_records
 
 STEPS, CHECKPOINT = 6, 4
@@ -137,7 +138,8 @@ def test_sync_flushes_fsyncs_and_reports_each_files_size(tmp_path, monkeypatch):
     proxy.fsync = lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")
                                             if os.path.exists("/proc/self/fd") else fd),
                               os.fsync(fd))[1]
-    monkeypatch.setattr(event_file, "os", proxy)
+    monkeypatch.setattr(streams, "os", proxy)  # the file
+    monkeypatch.setattr(atomic, "os", proxy)  # its directory
     writer = SummaryWriter(str(tmp_path / "run"), max_queue=1000, flush_secs=1000)
     writer.add_scalar("loss", 1.0, 0)
     writer.add_scalars("pair", {"a": 1.0}, 0)

@@ -4,6 +4,7 @@ synchronous writer."""
 import gc
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -326,7 +327,7 @@ def test_a_write_error_surfaces_on_the_next_call_naming_the_file(log_dir, monkey
     writer = SummaryWriter(log_dir, max_queue=1)
     path = writer.file_writer.event_writer.path
     fds, real_write = fail_writes(monkeypatch)
-    fds.add(writer.file_writer.event_writer._fd)
+    fds.add(writer.file_writer.event_writer._stream._fd)
     writer.add_histogram("h", np.arange(10.0), 0)  # the worker's write fails
     with pytest.raises(OSError, match="No space left") as raised:
         writer.flush()
@@ -454,3 +455,42 @@ def test_training_with_the_histogram_plugin_logging_in_the_background_is_bit_ide
     steps = {e.step for e in read_events(tmp_path / "run") for v in e.summary.value
              if v.tag == "histogram/grad/0.weight"}
     assert steps == set(range(8))
+
+
+def test_a_job_error_met_by_the_idle_flusher_is_raised_by_the_writers_next_call(tmp_path):
+    from gradlog.tensorboard.queued import QueuedWriter
+
+    class SegmentWaiting:  # an event file whose closed segment waits for its upload
+        log_dir = str(tmp_path)
+        upload_due = True
+        uploads = 0
+
+        def take_upload(self) -> bool:
+            due, self.upload_due = self.upload_due, False
+            return due
+
+        def upload(self) -> None:
+            self.uploads += 1
+
+        def flush(self) -> None:
+            pass
+
+    def fails():
+        raise ValueError("the histogram job failed")
+
+    worker = BackgroundWorker(max_items=4, max_bytes=1 << 20)
+    worker.submit(fails, (), 0, "add_histogram('h')")
+    deadline = time.monotonic() + 30
+    while worker.pending:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    below = SegmentWaiting()
+    queued = QueuedWriter(below, worker)
+    queued.flush_if_due()  # (the idle flusher's thread: the upload's submit meets the error)
+    with pytest.raises(ValueError, match="the histogram job failed"):
+        queued.flush()  # kept for the writer's next call, not lost with the flusher's thread
+    below.upload_due = True  # the error was raised once; the next upload goes to the worker
+    queued.flush_if_due()
+    worker.drain()
+    assert below.uploads == 1
+    worker.stop()

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 from train_helpers import TINY, scalars
 
-from gradlog.tensorboard import storage
+from gradlog import storage
 from gradlog.train.errors import UserError
 from gradlog.train.run_lock import LOCK_NAME, RunLock
 

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from train_helpers import TINY
 
 from gradlog.cli import main
-from gradlog.tensorboard import event_file
+from gradlog.storage import streams
 from gradlog.train import TrainOptions, train
 
 pytestmark = pytest.mark.slow
@@ -140,7 +140,7 @@ def test_event_files_are_fsynced_before_each_checkpoint(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "replace", replace)
-    monkeypatch.setattr(event_file, "os", Writes())
+    monkeypatch.setattr(streams, "os", Writes())
     run_dir = tmp_path / "run"
     code = train(TrainOptions(logdir=str(run_dir), epochs=2, default_plugins=False,
                               plugins=("grad-norm:every=1",), quiet=True,
