@@ -204,7 +204,10 @@ def _install_signal_handlers() -> None:
         return
     for signum in _SIGNALS:
         if signum in _previous:
-            continue
+            if callable(signal.getsignal(signum)):
+                continue  # ours, or a handler installed over ours, which may chain to it
+            # (one installed over ours, then put back a default: a framework's teardown)
+            del _previous[signum]
         try:
             previous = signal.getsignal(signum)
             signal.signal(signum, _on_signal)

@@ -191,3 +191,24 @@ def test_signals_at_random_points_never_deadlock_duplicate_or_tear(log_dir):
     payloads, torn = strict_records(path)
     steps = [e.step for e in map(Event.FromString, payloads) if e.summary.value]
     assert torn == 0 and steps == list(range(logged))
+
+
+def test_handlers_come_back_after_another_handler_displaced_them_and_left(log_dir):
+    """A framework installs its handler over ours while a writer is open, the writer closes
+    (ours cannot be restored under theirs), then the framework puts back the default: the
+    next writer installs ours again (Lightning's fit does this when it ends by an error)."""
+    gc.collect()
+    if list(lifecycle._writers):
+        pytest.skip("another test left a writer open")
+    before = signal.getsignal(signal.SIGTERM)
+    writer = SummaryWriter(log_dir)
+    signal.signal(signal.SIGTERM, lambda *_: None)  # the framework's, over ours
+    writer.close()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the framework's teardown
+    try:
+        writer = SummaryWriter(log_dir)
+        assert signal.getsignal(signal.SIGTERM) is lifecycle._on_signal
+        writer.close()
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, before)
