@@ -14,9 +14,13 @@ from typing import Any, Literal
 import numpy as np
 from gradlog_plugins.activation_stats import activation_kind, unit_stats
 
-from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with
+from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with, to_json
 from gradlog.doctor.trace import NONFINITE_TEXT
 from gradlog.plugin import Plugin, StopTraining
+
+# The findings so far as ``{"findings": [...]}`` (``gradlog doctor --json``'s form) in a JSON
+# code block: the Gradient flow tab marks the rows they name.
+FINDINGS_DATA = "doctor/findings_json"
 
 
 @dataclass
@@ -303,6 +307,10 @@ class Doctor(Plugin):
                 print(finding.line(), file=sys.stderr, flush=True)
         # one text event per check (TensorBoard keeps one text per tag and step)
         run.log_text("doctor/findings", "\n\n".join(map(_markdown, new)))
+        # and every finding so far, as JSON, for the Gradient flow tab's markers: its last
+        # event is all it needs, whatever TensorBoard's reservoir kept of the earlier ones
+        run.log_text(FINDINGS_DATA, "```json\n" + to_json(list(self.findings.values()))
+                     + "\n```")
         stop = [f for f in new
                 if self.options.action == "stop" or f.kind in self.options.stop_on]
         if stop and not final:
