@@ -39,7 +39,8 @@ class Options:
     ignore: list[str] = field(default_factory=list, metadata={
         "help": "kinds not reported"})
     summary: bool = field(default=True, metadata={
-        "help": "print a summary of the findings when training ends"})
+        "help": "print a summary of the findings when training ends (with gradlog train "
+                "-q: one line on standard error, and only when there are findings)"})
     thresholds: dict = field(default_factory=dict, metadata={
         "help": "per rule, thresholds to replace, e.g. "
                 "{vanishing_gradient={relative=1e-3}} (see the README)"})
@@ -222,7 +223,7 @@ class Doctor(Plugin):
         self._remove_hooks(run)
         self._check(run, final=True)
         if self.options.summary:
-            run.say(self.summary())
+            run.say(self.summary(), self.brief_summary())
 
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:
@@ -325,6 +326,15 @@ class Doctor(Plugin):
                           f"{'s' * (len(found) != 1)} (gradlog doctor LOGDIR for details)",
                           *(f"  {f.kind} in {', '.join(f.layers) or 'the whole run'} since "
                             f"step {f.first_step}" for f in found)])
+
+    def brief_summary(self) -> str | None:
+        """The one line a quiet console (``gradlog train -q``) prints: a run with findings
+        says so, since its finding lines may be far above; a healthy run says nothing."""
+        if not self.findings:
+            return None
+        kinds = sorted(self.findings.values(), key=lambda f: (f.first_step, f.kind))
+        return (f"doctor: {len(kinds)} finding{'s' * (len(kinds) != 1)} "
+                f"({', '.join(f.kind for f in kinds)}); gradlog doctor LOGDIR for details")
 
     def state_dict(self) -> dict:
         """The kinds already reported (a resumed run does not report them again) and whether

@@ -95,7 +95,7 @@ def test_the_tab_shows_each_run_side_by_side_with_a_row_per_layer(page):
                       ".map(t => t.textContent.trim())")
     assert "Gradient flow" in tabs or "GRADIENT FLOW" in [t.upper() for t in tabs], tabs
     runs = b.evaluate(f"Array.from({DOC}.querySelectorAll('.gf-panel')).map(p => p.dataset.run)")
-    assert runs == ["live", "doctored", "synthetic", "train"]
+    assert runs == ["doctored", "live", "synthetic", "train"]
     layers = expected_layers("grad_norm")
     assert page.rows("train") == len(layers)
     labels = b.evaluate(f"Array.from({panel('train')}.querySelectorAll('.gf-label'))"
