@@ -129,7 +129,7 @@ def test_each_run_can_have_its_own_colour_scale(page):
     legends = f"{DOC}.querySelectorAll('.gf-panel .gf-legend').length"
     assert b.evaluate(legends) == 0
     b.evaluate(f"{DOC}.querySelector('.gf-scale-choice input').click()")
-    b.wait_for(f"{legends} === 3")
+    b.wait_for(f"{legends} === {PANELS}")
     assert page.canvas_image("train") != shared  # the synthetic run's 1e-9 no longer counts
     b.evaluate(f"{DOC}.querySelector('.gf-scale-choice input').click()")
     b.wait_for(f"{legends} === 0 && {DOC}.querySelectorAll('.gf-toolbar .gf-legend').length")

@@ -119,6 +119,30 @@ def test_resolve_takes_flags_over_the_toml_over_the_defaults(tmp_path):
     assert config.config_file == str(path)
 
 
+@dataclass
+class OwnDefaults:
+    """An example's Options that declares its own defaults for two common settings."""
+
+    lr: float = field(default=3e-3, metadata={"min": 0, "min_open": True})
+    epochs: int = field(default=2, metadata={"min": 1})
+    width: int = 8
+
+
+def test_an_examples_options_set_its_own_defaults_for_the_common_settings(tmp_path):
+    config, _ = resolve(_given(default_plugins=False), "own.py", OwnDefaults)
+    assert config.settings == {"epochs": 2, "batch_size": 64, "lr": 3e-3, "seed": 0,
+                               "width": 8}
+    config, _ = resolve(_given(default_plugins=False, lr=0.1), "own.py", OwnDefaults)
+    assert (config.settings["lr"], config.settings["epochs"]) == (0.1, 2)
+    path = tmp_path / "c.toml"
+    path.write_text("[train]\nlr = 0.01\nepochs = 4\n")
+    config, _ = resolve(_given(default_plugins=False, config_file=str(path), epochs=5),
+                        "own.py", OwnDefaults)
+    assert (config.settings["lr"], config.settings["epochs"]) == (0.01, 5)
+    with pytest.raises(UserError, match=r"bad value 0\.0 for --lr"):
+        resolve(_given(default_plugins=False, lr=0.0), "own.py", OwnDefaults)
+
+
 def test_reconcile_keeps_the_record_and_lets_epochs_grow():
     recorded = _config()
     assert reconcile(recorded, _given(lr=0.1, batch_size=64), None, "d", True) == recorded
