@@ -101,7 +101,10 @@ def main() -> None:
 @click.option("-p", "--plugin", "plugins", multiple=True, callback=_check_specs,
               metavar="NAME[:key=value,...]", help="Enable a plugin (repeatable).")
 @click.option("--no-default-plugins", "no_default_plugins", is_flag=True, default=None,
-              help="Do not enable nan-guard, histogram, grad-norm, gradcam and doctor.")
+              help="Do not enable nan-guard, histogram, grad-norm, gradcam, doctor and graph.")
+@click.option("--no-graph", "no_graph", is_flag=True, default=None,
+              help="Do not log the model's graph (the default graph plugin) for the Graphs "
+                   "tab.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file: [train] settings and [plugins.NAME] tables.")
 @click.option("--strict-plugins", is_flag=True, default=None,
@@ -115,7 +118,7 @@ def main() -> None:
                    "across them; needs gradlog[mpi], or torch for a PyTorch build()).")
 def train(example: str | None, logdir: str | None, epochs: int | None,
           batch_size: int | None, lr: float | None, seed: int | None, plugins: tuple,
-          no_default_plugins: bool | None, config_file: str | None,
+          no_default_plugins: bool | None, no_graph: bool | None, config_file: str | None,
           strict_plugins: bool | None, resume: str | None, quiet: bool, nproc: int) -> None:
     """Train EXAMPLE and log to TensorBoard.
 
@@ -143,6 +146,7 @@ def train(example: str | None, logdir: str | None, epochs: int | None,
     options = TrainOptions(example=example, logdir=logdir, epochs=epochs, batch_size=batch_size,
                            lr=lr, seed=seed, plugins=plugins,
                            default_plugins=False if no_default_plugins else None,
+                           graph=False if no_graph else None,
                            config_file=config_file,
                            strict_plugins=True if strict_plugins else None, resume=resume,
                            quiet=quiet, nproc=nproc)

@@ -16,7 +16,8 @@ __all__ = ["watch"]
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
           strict: bool = False, config: Any = None, probe_sets: dict | None = None,
-          max_failures: int = 3, writer: Any = None, scaler: Any = None) -> Run:
+          max_failures: int = 3, writer: Any = None, scaler: Any = None,
+          graph: bool = True) -> Run:
     """Attach plugins to ``model`` and ``optimizer`` and log to TensorBoard in ``logdir``.
 
     ``model`` is a ``gradlog.nn.Module`` or a ``torch.nn.Module`` (with a
@@ -37,6 +38,9 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         scaler: the loop's ``torch.amp.GradScaler``, so that a step it skips (inf or NaN
             gradients) is counted and logged as ``amp/skipped_steps`` (gradients are read
             unscaled with or without it: at the optimizer's step, after ``unscale_``).
+        graph: log the model's graph once, for TensorBoard's Graphs tab (the ``graph``
+            plugin, enabled first unless ``plugins`` names it; a model that cannot be traced
+            gets one warning line).
 
     The run starts with the text ``model``: the model's repr and its parameters (what the
     dashboard orders its layers by). Returns the started ``Run``; use it as a context manager
@@ -49,7 +53,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     from ..tensorboard import SummaryWriter
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
-    enabled = resolve_plugins(plugins, config=cfg)
+    enabled = resolve_plugins(plugins, config=cfg, defaults=("graph",) if graph else ())
     ranks = engine.collectives()
     owns = writer is None
     logdir = _new_run_dir(logdir, ranks, given_writer=not owns)

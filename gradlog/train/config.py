@@ -25,7 +25,7 @@ from .errors import UserError
 __all__ = ["DEFAULT_PLUGINS", "Settings", "TrainOptions", "Given", "RunConfig", "read_given",
            "resolve", "reconcile", "make_plugins", "recorded_plugins"]
 
-DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam", "doctor")
+DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam", "doctor", "graph")
 RECORD_FORMAT, RECORD_VERSION = "gradlog-run", 1
 TABLES = ("train", "plugins")
 
@@ -55,6 +55,7 @@ class TrainOptions:
     seed: int | None = None
     plugins: tuple = ()
     default_plugins: bool | None = None
+    graph: bool | None = None  # False: not the default graph plugin (--no-graph)
     config_file: str | None = None
     strict_plugins: bool | None = None
     resume: str | None = None
@@ -75,8 +76,11 @@ class Given:
     default_plugins: bool | None
     strict_plugins: bool | None
     config_file: str | None
+    graph: bool | None = None
 
     def plugins(self, defaults: tuple = ()) -> list[tuple[str, dict, Any]]:
+        if self.graph is False:
+            defaults = tuple(name for name in defaults if name != "graph")
         return merge_plugins(self.plugin_specs, defaults=defaults, config=self.file)
 
 
@@ -158,7 +162,8 @@ def read_given(options: TrainOptions) -> Given:
             settings[f.name] = (value, "--" + f.name.replace("_", "-"))
     return Given(settings, options.example, tuple(options.plugins), file,
                  options.default_plugins, options.strict_plugins,
-                 os.path.abspath(options.config_file) if options.config_file else None)
+                 os.path.abspath(options.config_file) if options.config_file else None,
+                 options.graph)
 
 
 def _check_run_dirs(options: TrainOptions) -> None:

@@ -114,7 +114,7 @@ def test_resolve_takes_flags_over_the_toml_over_the_defaults(tmp_path):
                                "train_size": 64, "val_size": 1000, "image_size": 32,
                                "two_object_size": 200}
     assert [p.name for p in plugins] == ["nan-guard", "histogram", "grad-norm", "gradcam", "doctor",
-                                         "grad-clip", "lr-monitor"]
+                                         "graph", "grad-clip", "lr-monitor"]
     assert dict(config.plugins)["grad-clip"]["max_norm"] == 0.3
     assert config.config_file == str(path)
 
