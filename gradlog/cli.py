@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import textwrap
 from typing import Any
 
 import click
@@ -208,6 +209,7 @@ def plugins_show(name: str) -> None:
     Also its kind (observer or mutator), its order and the registries it touches. A plugin
     that fails to import prints its error and traceback and exits with status 1.
     """
+    from .plain_text import plain_text
     from .plugin.discovery import discover, load
     from .plugin.errors import PluginLoadError
     from .plugin.options import describe_options
@@ -219,7 +221,7 @@ def plugins_show(name: str) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo(f"{cls.name} ({cls.kind}, order {cls.order})\n")
-    click.echo((cls.__doc__ or "").strip() + "\n")
+    click.echo(plain_text(cls.__doc__) + "\n")
     options = describe_options(cls.Options)
     if not options:
         click.echo("options: none")
@@ -233,7 +235,7 @@ def plugins_show(name: str) -> None:
                          f"{o['max'] if o['max'] is not None else ''}]"
             click.echo(f"  {o['name']} ({o['type']}{bounds}, default {o['default']!r})")
             if o["help"]:
-                click.echo(f"      {o['help']}")
+                click.echo(textwrap.indent(plain_text(o["help"], width=82), " " * 6))
     touches = getattr(cls, "touches", None)
     if touches:
         click.echo(f"\nregistries it touches: {', '.join(touches)}")
