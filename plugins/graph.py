@@ -15,6 +15,7 @@ class Graph(Plugin):
     ``torch.jit.trace``). On by default in ``gradlog train`` (``--no-graph`` turns it off)
     and in ``gl.watch`` (``graph=False``). A model that cannot be traced (data-dependent
     control flow, inputs that are not tensors) gets one warning line, and training goes on.
+    A resumed run logs it again (TensorBoard shows a run's last graph).
     """
 
     name = "graph"
@@ -55,9 +56,3 @@ class Graph(Plugin):
             print(f"warning: graph: the model's graph was not logged ({type(exc).__name__}: "
                   f"{first}); turn it off with --no-graph or gl.watch(..., graph=False)",
                   file=sys.stderr, flush=True)
-
-    def state_dict(self) -> dict:
-        return {"done": self.done}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.done = bool(state.get("done", False))

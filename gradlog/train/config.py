@@ -27,6 +27,9 @@ __all__ = ["DEFAULT_PLUGINS", "Settings", "TrainOptions", "Given", "RunConfig", 
 
 DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam", "doctor", "graph")
 RECORD_FORMAT, RECORD_VERSION = "gradlog-run", 1
+_PLUGINS_NOTE = ("the plugins, in the order they were enabled (--resume enables them again in "
+                 "this order);\n# each runs at its dispatch order: lower first, equal orders "
+                 "in this list's order\n# ")
 TABLES = ("train", "plugins")
 
 
@@ -127,14 +130,15 @@ class RunConfig:
             raise ValueError(f"{where}: not a gradlog run configuration ({exc})") from None
 
     def to_toml(self, orders: dict[str, int]) -> str:
-        """``run.toml``: the record as TOML, each plugin's table after a comment with its
-        dispatch order."""
+        """``run.toml``: the record as TOML, the plugins in their enabling order, each table
+        after a comment with its dispatch order."""
         record = self.to_record()
         tables = [(("run",), record["run"], "gradlog train's configuration of this run: "
                    "`gradlog train --resume DIR` restores it"),
                   (("train",), record["train"], "")]
-        tables += [(("plugins", name), opts, f"order {orders.get(name, '?')}")
-                   for name, opts in record["plugins"].items()]
+        tables += [(("plugins", name), opts, (_PLUGINS_NOTE if i == 0 else "")
+                    + f"runs at order {orders.get(name, '?')}")
+                   for i, (name, opts) in enumerate(record["plugins"].items())]
         return toml_text.dumps(tables)
 
 

@@ -62,9 +62,21 @@ def _config(**settings) -> RunConfig:
 def test_run_toml_reads_back_into_the_same_configuration():
     config = replace(_config(), config_file="/x/tiny.toml", strict_plugins=True)
     text = config.to_toml({"nan-guard": 0, "grad-clip": 10})
-    assert "# order 10\n[plugins.grad-clip]\nmax_norm = 0.1\n" in text
+    assert "# runs at order 10\n[plugins.grad-clip]\nmax_norm = 0.1\n" in text
     assert RunConfig.from_record(tomllib.loads(text), "run.toml") == config
     assert RunConfig.from_record(config.to_record(), "checkpoint") == config
+
+
+def test_run_toml_lists_the_plugins_in_enabling_order_and_says_so():
+    config = RunConfig("shapes", {"epochs": 1}, [("histogram", {}), ("grad-clip", {}),
+                                                 ("nan-guard", {})])
+    text = config.to_toml({"histogram": 100, "grad-clip": 10, "nan-guard": 0})
+    tables = [line for line in text.splitlines() if line.startswith("[plugins.")]
+    assert tables == ["[plugins.histogram]", "[plugins.grad-clip]", "[plugins.nan-guard]"]
+    assert text.count("in the order they were enabled") == 1
+    assert "# runs at order 100\n[plugins.histogram]" in text
+    assert [p for p, _ in RunConfig.from_record(tomllib.loads(text), "run.toml").plugins] == [
+        "histogram", "grad-clip", "nan-guard"]
 
 
 @pytest.mark.parametrize("record, says", [
