@@ -110,20 +110,26 @@ class GradlogMLP(EngineModel):
             module.register_forward_hook(forward_hook)
 
 
+def torch_mlp(weights: list) -> Any:
+    """W1's MLP as a ``torch.nn.Sequential`` holding ``weights``."""
+    import torch
+    layers: list[Any] = []
+    for i, (w, b) in enumerate(weights):
+        lin = torch.nn.Linear(w.shape[1], w.shape[0])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(w))
+            lin.bias.copy_(torch.from_numpy(b))
+        layers.append(lin)
+        if i < len(weights) - 1:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
 class TorchMLP(EngineModel):
     def __init__(self, weights: list) -> None:
         import torch
         self.lib = torch
-        layers: list[Any] = []
-        for i, (w, b) in enumerate(weights):
-            lin = torch.nn.Linear(w.shape[1], w.shape[0])
-            with torch.no_grad():
-                lin.weight.copy_(torch.from_numpy(w))
-                lin.bias.copy_(torch.from_numpy(b))
-            layers.append(lin)
-            if i < len(weights) - 1:
-                layers.append(torch.nn.ReLU())
-        self.model = torch.nn.Sequential(*layers)
+        self.model = torch_mlp(weights)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = torch.nn.CrossEntropyLoss()
 

@@ -24,6 +24,7 @@ WORKLOADS = {
     "W7": "torch_watch", "W7c": "torch_compiled",
     "W8": "distributed",
     "W9": "doctor",
+    "W10": "lightning",
 }
 
 

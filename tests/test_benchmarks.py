@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
-    "workloads", ["W1", "W2,W4c", "W3", "W7", "W7c", "W8", "W4b,W4d,W4e,W4f,W4g", "W9"]
+    "workloads", ["W1", "W2,W4c", "W3", "W7", "W7c", "W8", "W4b,W4d,W4e,W4f,W4g", "W9", "W10"]
 )
 def test_quick_mode_checks_every_contender(workloads, tmp_path, monkeypatch):
     scratch = tmp_path / "tmp"

@@ -100,3 +100,19 @@ def test_the_pytorch_example_trains_at_its_own_learning_rate_unless_given_one():
         assert config.settings["lr"] == expected
         optimizer = module.build(config.settings)["optimizer"]
         assert optimizer.param_groups[0]["lr"] == expected
+
+
+def test_the_lightning_example_trains_and_logs_beside_lightnings_logger(tmp_path):
+    pytest.importorskip("lightning")
+    pytest.importorskip("torch").set_num_threads(1)
+    spec = importlib.util.spec_from_file_location("lightning_module",
+                                                  EXAMPLES / "lightning_module.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trainer = module.main(epochs=2, n=640, root=str(tmp_path))
+    log_dir = Path(trainer.logger.log_dir)
+    assert trainer.global_step == 2 * 10  # 20 batches an epoch, accumulated by 2
+    losses = [v for _, v in _scalars(log_dir, "train/loss")]  # Lightning's own scalars
+    assert losses and losses[-1] < losses[0]
+    assert [s for s, _ in _scalars(log_dir, "grad-norm/global")] == [0, 10]  # gradlog's
+    assert _scalars(log_dir, "val/acc")

@@ -20,8 +20,8 @@ from .errors import (
 from .options import parse_spec
 from .run import Run
 from .view import PluginRun
-from .watch import watch
+from .watch import watch, watch_driven
 
 __all__ = ["Plugin", "Run", "PluginRun", "EVENTS", "GROUP", "PluginInfo", "discover", "load",
-           "resolve_plugins", "parse_spec", "watch", "PluginAbort", "SkipStep",
+           "resolve_plugins", "parse_spec", "watch", "watch_driven", "PluginAbort", "SkipStep",
            "StopTraining", "PluginError", "PluginConfigError", "PluginLoadError"]

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..engines import engine_for
-from .discovery import resolve_plugins
+from .discovery import discover, load, resolve_plugins
 from .model_text import MODEL_TEXT_TAG, model_text
-from .options import load_config
+from .options import load_config, parse_spec
 from .ranks import rank_run_dir
 from .run import Run
 
-__all__ = ["watch"]
+__all__ = ["watch", "watch_driven"]
 
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
@@ -50,6 +51,45 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     ``run.batch(x, y)``, ``run.epoch_end()`` and ``run.validation_end(metrics)`` for what the
     hooks cannot see.
     """
+    return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
+                  config=config, probe_sets=probe_sets, max_failures=max_failures,
+                  writer=writer, scaler=scaler, hooks=True, state=None, shares_dir=False,
+                  graph=graph)
+
+
+def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugins: Any = (),
+                 strict: bool = False, config: Any = None, probe_sets: dict | None = None,
+                 max_failures: int = 3, state: dict | None = None,
+                 every: int | None = None) -> Run:
+    """``gl.watch`` for a training framework whose own callbacks say where the steps are
+    (``gradlog.integrations``): no hook of ``gl.watch`` is attached to ``model`` or
+    ``optimizer``; the caller announces each boundary to ``run.driver``
+    (``batch_start(batch)``, ``gradients_final(optimizer)`` where the framework's gradients
+    are final, ``step_end()``, ``batch_end(metrics)``, ``validation_end(metrics)``,
+    ``epoch_end()``) and ends the run with ``run.finish(error=None)``. Plugins still attach
+    their own hooks (activations, weights) through the run.
+
+    ``logdir`` may already hold the framework's own event files (its TensorBoard logger's
+    directory): gradlog's files go beside them, so one TensorBoard run shows both. ``state``
+    is ``run.state_dict()`` of the run this one continues (kept in the framework's
+    checkpoint): step, epoch and the plugins' state are restored before the plugins start.
+    ``every``: the ``every`` option (how often it logs) of each plugin enabled by name that has
+    one and was not given one (in its ``-p`` string or ``config``). The other arguments are
+    ``gl.watch``'s; data-parallel ranks as there (rank 0 writes).
+    """
+    cfg = load_config(config) if isinstance(config, str) else dict(config or {})
+    if every is not None:
+        cfg = _with_every(plugins, cfg, every)
+    return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
+                  config=cfg, probe_sets=probe_sets, max_failures=max_failures,
+                  writer=None, scaler=None, hooks=False, state=state, shares_dir=True,
+                  graph=False)  # a framework logs its graph itself (Lightning: log_graph)
+
+
+def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, strict: bool,
+           config: Any, probe_sets: dict | None, max_failures: int, writer: Any, scaler: Any,
+           hooks: bool, state: dict | None, shares_dir: bool, graph: bool) -> Run:
+    """The run of ``watch`` and ``watch_driven``, started (its writer closed if it fails)."""
     from ..tensorboard import SummaryWriter
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
@@ -59,7 +99,7 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     enabled = resolve_plugins(plugins, config=cfg, defaults=("graph",) if graphs else ())
     ranks = engine.collectives()
     owns = writer is None
-    logdir = _new_run_dir(logdir, ranks, given_writer=not owns)
+    logdir = _new_run_dir(logdir, ranks, given_writer=not owns, shares_dir=shares_dir)
     if writer is None and ranks.rank == 0:
         writer = SummaryWriter(log_dir=logdir)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
@@ -73,8 +113,10 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writer, scaler=scaler)
+              rank_writer=rank_writer, scaler=scaler, hooks=hooks)
     try:
+        if state is not None:
+            run.load_state_dict(state)
         run.start()
     except BaseException:
         if owns and writer is not None:
@@ -84,9 +126,29 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     return run
 
 
-def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str | None:
+def _with_every(specs: Any, cfg: dict, every: int) -> dict:
+    """``cfg`` whose ``[plugins.NAME]`` tables give ``every`` to each plugin of ``specs`` named
+    by a string whose options have ``every`` and that neither the string nor ``cfg`` sets."""
+    tables = {name: dict(table) for name, table in cfg.get("plugins", {}).items()}
+    available = None
+    for spec in specs:
+        if not isinstance(spec, str):
+            continue
+        name, options = parse_spec(spec)
+        if "every" in options or "every" in tables.get(name, {}):
+            continue
+        available = discover() if available is None else available
+        fields = getattr(load(name, available), "Options", None)
+        if fields is not None and "every" in {f.name for f in dataclasses.fields(fields)}:
+            tables.setdefault(name, {})["every"] = every
+    return {**cfg, "plugins": tables}
+
+
+def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool,
+                 shares_dir: bool = False) -> str | None:
     """The directory of a new run: ``logdir``, refused if it already holds a run (as
-    ``gradlog train`` refuses it), or a new default one (``runs/<time>_<host>``, or the next
+    ``gradlog train`` refuses it; not when the run ``shares_dir`` with a framework's own
+    logger), or a new default one (``runs/<time>_<host>``, or the next
     free ``-1``, ``-2``... name); decided by rank 0 (nothing to decide if it was given a
     writer), raised on every rank."""
     from .. import runs
@@ -94,7 +156,7 @@ def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool) -> str |
     if ranks.rank == 0 and not given_writer:
         if not logdir:
             logdir = runs.claim_new_dir(runs.default_run_dir())
-        elif runs.holds_run(logdir):
+        elif not shares_dir and runs.holds_run(logdir):
             refusal = (f"{logdir} already holds a run (event files): a second gl.watch there "
                        "would log its steps again from 0 after the first run's; give another "
                        "logdir (or none, for a new default one), or pass your own "
