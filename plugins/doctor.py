@@ -65,8 +65,10 @@ class Doctor(Plugin):
     again, in an internal pass, or else the first parameter in backward order whose gradient
     is) and logs it to ``doctor/nonfinite``. The rules run every ``check_every`` steps and at
     the end; each
-    finding is printed once, logged to the text ``doctor/findings``, and with
-    ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly.
+    finding is printed once, logged to the text ``doctor/findings`` (and every finding so far
+    as JSON to ``doctor/findings_json``: the Gradient flow tab marks the rows they name), and
+    with ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly. With ``gradlog
+    train -q`` the end-of-run summary is one line on stderr, only when there are findings.
     """
 
     name = "doctor"
