@@ -15,7 +15,7 @@ class Graph(Plugin):
     ``torch.jit.trace``). On by default in ``gradlog train`` (``--no-graph`` turns it off)
     and in ``gl.watch`` (``graph=False``). A model that cannot be traced (data-dependent
     control flow, inputs that are not tensors) gets one warning line, and training goes on.
-    A resumed run logs it again (TensorBoard shows a run's last graph).
+    A run resumed past its first step does not log it again.
     """
 
     name = "graph"
@@ -31,7 +31,11 @@ class Graph(Plugin):
         self.done = False
 
     def setup(self, run: Any) -> None:
-        self._handle = run.hooks.register_forward_pre_hook(run.model, self._keep_input(run))
+        if run.step == 0:  # a run resumed past its first step logged the graph then
+            self._handle = run.hooks.register_forward_pre_hook(run.model, self._keep_input(run))
+
+    def batch_events_every(self) -> int:
+        return 1 << 40  # the first step's events only: nothing at all on the steps after it
 
     def _keep_input(self, run: Any) -> Any:
         def hook(module: Any, args: tuple) -> None:
