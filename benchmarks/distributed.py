@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gradlog.train.launch import MPI_INIT_FLAKE
+from gradlog.engines.launchers.mpi import MPI_INIT_FLAKE
 
 from .common import check_close, torch_or_none
 

@@ -1,5 +1,5 @@
-"""W9: ``add_scalar`` throughput to an object store (``s3://`` on a local S3-compatible server)
-against a local path, side by side in one run.
+"""W5r remote-scalars: ``add_scalar`` throughput to an object store (``s3://`` on a local
+S3-compatible server) against a local path, side by side in one run.
 
 Contenders, run interleaved (A B B A ...) after one warm-up round each; every round is a new
 ``SummaryWriter`` in a new run directory, ``N`` ``add_scalar`` calls, then ``close()``:
@@ -107,7 +107,8 @@ def main(argv: list[str] | None = None) -> dict:
     rates = {name: {"median": n / statistics.median(s), "best": n / min(s)}
              for name, s in seconds.items()}
     ratio = rates["s3"]["median"] / rates["local"]["median"]
-    print(f"\n== W9 add_scalar throughput, {n} calls + close() per round, {blocks} rounds")
+    print(f"\n== W5r remote-scalars: add_scalar throughput, {n} calls + close() per round, "
+          f"{blocks} rounds")
     for name, rate in rates.items():
         print(f"  {name:6s} median {rate['median']:10,.0f} events/s   best "
               f"{rate['best']:10,.0f} events/s")

@@ -80,20 +80,18 @@ def tiny_model(engine: str = "gradlog") -> Any:
     """A 4-class CNN on 16x16 single-channel images (a Conv2d for layer-probing plugins). With
     ``engine="torch"``, the same layers in PyTorch holding the weights gradlog's initialisation
     gives, so one seed makes the same model on both engines."""
-    from . import nn
-    model = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
-                          nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
-                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
+    from .engines import engine_named
+    model = _tiny_cnn(engine_named("gradlog")().nn)
     if engine == "gradlog":
         return model
-    if engine != "torch":
-        raise ValueError(f"engine must be 'gradlog' or 'torch', got {engine!r}")
-    import torch
-    tnn = torch.nn
-    twin = tnn.Sequential(tnn.Conv2d(1, 4, 3, padding=1), tnn.ReLU(), tnn.MaxPool2d(2),
-                          tnn.Conv2d(4, 8, 3, padding=1), tnn.ReLU(),
-                          tnn.AdaptiveAvgPool2d(1), tnn.Flatten(), tnn.Linear(8, 4))
-    return copy_weights(model, twin)
+    return copy_weights(model, _tiny_cnn(engine_named(engine)().nn))
+
+
+def _tiny_cnn(nn: Any) -> Any:
+    """The tiny CNN in ``nn`` (an engine's: the layers have PyTorch's names in each)."""
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 8, 3, padding=1), nn.ReLU(),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4))
 
 
 def copy_weights(source: Any, target: Any) -> Any:
@@ -169,10 +167,9 @@ class PluginHarness:
         self.model = model if model is not None else tiny_model(engine or "gradlog")
         self.engine = engine_for(self.model)
         self.engine.manual_seed(seed)
-        lib = self.engine.framework
-        self.optimizer = optimizer if optimizer is not None else lib.optim.SGD(
+        self.optimizer = optimizer if optimizer is not None else self.engine.optim.SGD(
             self.model.parameters(), lr=0.05, momentum=0.9)
-        self.loss_fn = loss_fn or lib.nn.CrossEntropyLoss()
+        self.loss_fn = loss_fn or self.engine.nn.CrossEntropyLoss()
         if data is None:
             shapes = Shapes(64, size=16, seed=seed)
             data = DataLoader(TensorDataset(gl.from_numpy(shapes.images),

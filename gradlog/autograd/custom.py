@@ -111,6 +111,7 @@ class CustomNode(Node):
 
     __slots__ = ()
     _materialize = True
+    _plain = False  # its backward is user code: the engine disowns what it sees and returns
 
     def _apply(self, grads: list) -> tuple:
         fields = self.__dict__
@@ -126,7 +127,6 @@ class CustomNode(Node):
                                     f"{type(g).__name__} at index {i}, expected a Tensor")
                 if g._data.shape != m[0]:
                     g = _sum_to(g, m[0], self.name(), i)
-                g._owned = False  # user code may hold it
             fixed.append(g)
         return tuple(fixed)
 

@@ -47,7 +47,7 @@ def _as_tuple(x: Any) -> tuple:
     return tuple(x)
 
 
-def _roots(tensors: tuple, grads: Any, what: str = "grad_output") -> list:
+def _roots(tensors: tuple, grads: Any, create_graph: bool) -> list:
     if grads is None:
         grads = (None,) * len(tensors)
     else:
@@ -71,12 +71,12 @@ def _roots(tensors: tuple, grads: Any, what: str = "grad_output") -> list:
         else:
             if not isinstance(g, Tensor):
                 g = wrap(np.asarray(g, dtype=t._data.dtype))
-            elif not g._requires_grad:
+            elif not (g._requires_grad and create_graph):
                 g = wrap(g._data)  # the caller keeps its tensor (and its array: not owned)
             if g._data.shape != t._data.shape:
                 raise RuntimeError(
-                    f"Mismatch in shape: {what}[{i}] has a shape of {g.shape!r} and output[{i}] "
-                    f"has a shape of {t.shape!r}.")
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape!r} and "
+                    f"output[{i}] has a shape of {t.shape!r}.")
         roots.append((edge_of(t), g))
     return roots
 
@@ -99,7 +99,7 @@ def backward(tensors: Any, grad_tensors: Any = None, retain_graph: bool | None =
     tensors = _as_tuple(tensors)
     if retain_graph is None:
         retain_graph = create_graph
-    roots = _roots(tensors, grad_tensors)
+    roots = _roots(tensors, grad_tensors, create_graph)
     targets = None
     if inputs is not None:
         inputs = _as_tuple(inputs)
@@ -147,7 +147,7 @@ def grad(outputs: Any, inputs: Any, grad_outputs: Any = None, retain_graph: bool
                          "materialize_grads=True, but got: allow_unused=False.")
     if retain_graph is None:
         retain_graph = create_graph
-    roots = _roots(outputs, grad_outputs)
+    roots = _roots(outputs, grad_outputs, create_graph)
     edges = _input_edges(inputs)
     targets = {edge: None for edge in edges}
     captured = _Pass(roots, targets, accumulate=False, retain_graph=retain_graph,
@@ -337,6 +337,8 @@ class _Pass:
         when nothing flows on from it."""
         if node._plain and self.fast:  # no hooks, no retained grad, nothing captured
             outputs = node._apply(grads)
+            if len(outputs) > 1:
+                disown_repeated(outputs)
             if self.release and node._saved is not None:
                 node._saved = FREED  # a second backward through this node raises
             return outputs
@@ -344,9 +346,8 @@ class _Pass:
         if hooks_t:
             for k, hooks in hooks_t.items():
                 if hooks:  # called with None when only a sibling output got a gradient
-                    g = grads[k] = run_tensor_hooks(hooks, grads[k])
-                    if g is not None:
-                        g._owned = False  # a hook may hold it
+                    grads[k] = run_tensor_hooks(hooks, grads[k])
+            disown(grads)  # a hook may hold what it saw or returned
         if node._retain and self.accumulate:
             for k, ref in node._retain.items():
                 t = ref()
@@ -366,9 +367,7 @@ class _Pass:
             return None
         if node._pre_hooks:
             grads = list(_run_node_hooks(node._pre_hooks, tuple(grads)))
-            for g in grads:
-                if g is not None:
-                    g._owned = False
+            disown(grads)
         try:
             outputs = node._apply(grads)
         except Exception:
@@ -384,9 +383,12 @@ class _Pass:
             outputs = list(outputs)
             for i, g in zip(positions, grad_inputs):
                 outputs[i] = g
-                if g is not None:
-                    g._owned = False
             outputs = tuple(outputs)
+            disown(outputs)
+        elif node._fn is not None and not node._fn._array_forward:
+            disown(outputs)  # a user Function's backward may keep what it returns
+        elif len(outputs) > 1:
+            disown_repeated(outputs)
         if self.release and node._saved is not None:
             node._saved = FREED
         return outputs
@@ -476,11 +478,33 @@ def _nones(n: int) -> tuple:
     return (None,) * n
 
 
+def disown(grads: Sequence) -> None:
+    """Gradients user code has seen or made (hooks, a user Function's backward): the pass
+    does not own them, so ``accumulate_grad`` copies them rather than make them ``.grad``.
+    What a built-in backward made, the engine's sums and its implicit ones stay owned."""
+    for g in grads:
+        if g is not None:
+            g._owned = False
+
+
+def disown_repeated(outputs: tuple) -> None:
+    """One gradient a backward returned for two inputs is shared: owned by neither."""
+    if len(outputs) == 2:  # most ops with two inputs (add returns one gradient for both)
+        g = outputs[0]
+        if g is outputs[1] and g is not None:
+            g._owned = False
+        return
+    for i, g in enumerate(outputs):
+        if g is not None and g._owned and any(g is h for h in outputs[i + 1:]):
+            g._owned = False
+
+
 def _store_retained(t: Tensor, g: Tensor, create_graph: bool) -> None:
-    """``retain_grad``'s store: a copy (the gradient flows on), accumulated out of place, so
-    that a ``.grad`` the user holds keeps its value, as in PyTorch."""
+    """``retain_grad``'s store: a copy (the gradient flows on; under ``create_graph`` a
+    recorded one), accumulated out of place, so that a ``.grad`` the user holds keeps its
+    value, as in PyTorch."""
     if t._grad is None:
-        t._grad = g if create_graph else wrap(np.array(g._data, order="C"))
+        t._grad = g.clone() if create_graph else wrap(np.array(g._data, order="C"))
     else:
         t._grad = t._grad + g
 

@@ -134,15 +134,6 @@ class Node:
         if len(out) != len(self._next):
             raise RuntimeError(f"function {self.name()} returned an incorrect number of "
                                f"gradients (expected {len(self._next)}, got {len(out)})")
-        owned = None
-        for g in out:  # one gradient returned for two inputs is shared: owned by neither
-            if g is not None and g._owned:
-                if owned is None:
-                    owned = [g]
-                elif any(g is h for h in owned):
-                    g._owned = False
-                else:
-                    owned.append(g)
         return out
 
 
@@ -194,9 +185,11 @@ ACC_SEQ = 1 << 62  # leaf sinks run as soon as they are ready (as PyTorch's Accu
 
 
 def accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
-    """Add ``g`` into ``t.grad``. A gradient array that nobody else holds (``g._owned``: the
-    op or the engine that made it says so) becomes ``.grad`` as it is; any other is copied, so
-    that ``.grad`` never shares memory with another tensor."""
+    """Add ``g`` into ``t.grad``, the one place where a gradient buffer is taken as ``.grad``
+    without a copy: only a buffer the backward pass made and showed to no user code
+    (``g._owned``, see the engine's ``disown``), and never under ``create_graph`` (``.grad`` is
+    then a recorded copy, as PyTorch's). Any other is copied, so that ``.grad`` never shares
+    memory with a tensor the user can still change."""
     data = g._data
     target = t._data
     if data.shape != target.shape or data.dtype != target.dtype:
@@ -211,7 +204,7 @@ def accumulate_grad(t: Tensor, g: Tensor, create_graph: bool) -> None:
     old = t._grad
     if old is None:
         if create_graph:
-            t._grad = g
+            t._grad = g.clone()
         elif g._owned and data.flags.c_contiguous and data.flags.writeable:
             g._owned = False  # from now on .grad holds it
             t._grad = g

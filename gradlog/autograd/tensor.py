@@ -61,8 +61,10 @@ class Tensor:
 
     # Hot attributes live in slots; rarely used ones are class-level defaults that an
     # instance overrides in its __dict__ only when needed (hooks, views, retained grads).
-    # ``_owned``: nobody but this tensor holds its array (set by the op or the engine that
-    # made it; see accumulate_grad), so backward may give it to ``.grad`` as it is.
+    # ``_owned``: nobody but this tensor holds its array. Set when the array is made (by an op
+    # outside recording, or by the backward engine), cleared by the engine once user code has
+    # seen the tensor (engine.disown), taken only by accumulate_grad (which then gives the
+    # array to ``.grad`` without a copy).
     __slots__ = ("_data", "_requires_grad", "_grad_fn", "_owned", "__dict__", "__weakref__")
 
     _output_nr = 0
@@ -463,6 +465,12 @@ def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> T
     t._owned = False
     t.__dict__.update(state)
     return t
+
+
+def array_of(t: Tensor) -> np.ndarray:
+    """The array behind ``t`` (shared memory, no checks): with ``wrap``, how code built on
+    autograd (``nn.functional``) goes from tensors to arrays without its private fields."""
+    return t._data
 
 
 def wrap(data: np.ndarray) -> Tensor:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .base import Collectives, Engine, Handles, map_tensors, read_only
 
-__all__ = ["Engine", "Handles", "Collectives", "engine_for", "engine_classes",
+__all__ = ["Engine", "Handles", "Collectives", "engine_for", "engine_classes", "engine_named",
            "seed_loaded_engines", "map_tensors", "read_only"]
 
 
@@ -22,7 +22,7 @@ def engine_classes() -> list[type[Engine]]:
     """Every engine of this package, in module-name order (importing an engine module is
     cheap: its library is imported only when an engine object is created)."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name != "base":
+        if info.name != "base" and not info.ispkg:  # (launchers/: how engines start ranks)
             importlib.import_module(f"{__name__}.{info.name}")
     return list(Engine.registered)
 
@@ -37,6 +37,16 @@ def engine_for(model: Any) -> Engine:
     raise TypeError(f"gradlog cannot watch a {kind}: the model must be a module of one of "
                     f"the engines {', '.join(c.name for c in classes)} (gradlog.nn.Module, "
                     "torch.nn.Module)")
+
+
+def engine_named(name: str) -> type[Engine]:
+    """The engine class called ``name`` (``"gradlog"``, ``"torch"``)."""
+    classes = engine_classes()
+    for cls in classes:
+        if cls.name == name:
+            return cls
+    raise ValueError(f"no engine named {name!r}; the engines are "
+                     f"{', '.join(repr(c.name) for c in classes)}")
 
 
 def seed_loaded_engines(seed: int) -> None:

@@ -15,17 +15,25 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
+from abc import abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TextIO
 
 import numpy as np
 
 from ..utils.reductions import vector_norm
 from ..utils.run_hooks import RunHook
 
-__all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "map_tensors", "read_only"]
+__all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "HOOK_METHODS", "map_tensors",
+           "read_only"]
 
 REDUCTIONS = ("mean", "sum", "max", "min")
+
+# the hook registrations of tensors, modules and optimizers (PyTorch's names)
+HOOK_METHODS = frozenset({
+    "register_hook", "register_post_accumulate_grad_hook", "register_forward_pre_hook",
+    "register_forward_hook", "register_full_backward_pre_hook", "register_full_backward_hook",
+    "register_step_pre_hook", "register_step_post_hook"})
 
 
 class Handles:
@@ -148,9 +156,14 @@ class Engine:
         return f"<engine {self.name}>"
 
     @property
-    def framework(self) -> Any:
-        """The framework's top-level module (``gradlog`` or ``torch``): its ``nn``, ``optim``
-        and tensor functions have PyTorch's names in both."""
+    def nn(self) -> Any:
+        """The library's ``nn`` (``gradlog.nn`` or ``torch.nn``): layers and losses with
+        PyTorch's names in both."""
+        raise NotImplementedError
+
+    @property
+    def optim(self) -> Any:
+        """The library's ``optim`` (``gradlog.optim`` or ``torch.optim``)."""
         raise NotImplementedError
 
     # -- tensors -----------------------------------------------------------------------------
@@ -320,6 +333,97 @@ class Engine:
                 registry = getattr(where.owner, name, None)
                 if registry is not None:
                     registry.pop(handle_id, None)
+
+    # -- the run's hooks and internal passes ------------------------------------------------
+    # (the plugin framework and gradlog train register hooks and keep a model's training
+    # state only through these; the defaults use the PyTorch-named methods the objects of
+    # both engines share, and an engine whose objects differ overrides them)
+    def register_hook(self, owner: Any, method: str, hook: Callable[..., Any],
+                      **kwargs: Any) -> Any:
+        """Register ``hook`` on ``owner`` (a tensor, module or optimizer) as its PyTorch-named
+        ``method`` does (one of ``HOOK_METHODS``: ``"register_forward_hook"``,
+        ``"register_step_pre_hook"``, ...), keyword flags such as ``prepend`` passed on;
+        returns the handle."""
+        if method not in HOOK_METHODS:
+            raise ValueError(f"unknown hook registration {method!r}; the engine registers "
+                             f"{', '.join(sorted(HOOK_METHODS))}")
+        return getattr(owner, method)(hook, **kwargs)
+
+    @contextlib.contextmanager
+    def training_state_kept(self, model: Any) -> Iterator[None]:
+        """In the block ``model`` may change: its modules' train/eval modes, its buffers
+        (BatchNorm running statistics, the same objects) and every parameter's ``.grad``
+        (cleared for the block) are put back afterwards."""
+        modes = [(m, m.training) for m in model.modules()]
+        with self.no_grad():
+            buffers = [(m, name, b, b.detach().clone())
+                       for m in model.modules() for name, b in m.named_buffers(recurse=False)]
+        params = list(model.parameters())
+        grads = [p.grad for p in params]
+        for p in params:
+            p.grad = None
+        try:
+            yield
+        finally:
+            for p, g in zip(params, grads):
+                p.grad = g
+            for m, mode in modes:
+                m.training = mode
+            with self.no_grad():
+                for m, name, b, saved in buffers:
+                    setattr(m, name, b)
+                    b.copy_(saved)
+
+    # -- gradlog train on several processes (a job of ranks) -------------------------------
+    # (class methods: a rank joins its job before build() makes the model, the run's engine
+    # object; each engine implements them)
+    launcher: ClassVar[str] = ""  # how a user starts this engine's ranks by hand
+
+    @classmethod
+    @abstractmethod
+    def join_job(cls) -> tuple[int, int] | None:
+        """Join the job this process was started in by this engine's launcher (its process
+        group initialised): ``(rank, world_size)``; None when it was not started as one of
+        several ranks by it. ImportError, saying what to install, when the library that runs
+        the job is missing."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def job_collectives(cls) -> Collectives:
+        """The joined job's collectives (what the job agrees on before a Run exists)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def leave_job(cls, status: int) -> None:
+        """Leave the joined job: a clean exit together (``status`` 0), or the end of every
+        rank (non-zero)."""
+        raise NotImplementedError
+
+    @abstractmethod
+    def data_parallel(self, model: Any) -> Any:
+        """``model`` in the library's ``DistributedDataParallel`` (rank 0's weights copied to
+        every rank of the joined job)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def check_launcher(cls) -> None:
+        """ImportError, saying what to install, unless this machine can start ranks of this
+        engine (``run_ranks``)."""
+        raise NotImplementedError
+
+    @classmethod
+    @abstractmethod
+    def run_ranks(cls, n: int, command: list[str], env: dict[str, str], err: TextIO,
+                  notice: Callable[[str], None]) -> dict[int, str]:
+        """Start ``n`` ranks of ``command`` on this machine (``env`` added to their
+        environment; SIGINT and SIGTERM received meanwhile passed on to them), relay their
+        stderr to ``err`` and wait for them. Returns how each rank that did not exit cleanly
+        ended, ``{rank: "signal KILL" | "status 3"}``; ``notice`` says what the launcher
+        did besides (a job started again)."""
+        raise NotImplementedError
 
 
 class _Found(NamedTuple):

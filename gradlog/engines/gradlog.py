@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from collections.abc import Callable
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -58,9 +60,14 @@ class GradlogEngine(Engine):
         _random.manual_seed(seed)
 
     @property
-    def framework(self) -> Any:
-        import gradlog
-        return gradlog
+    def nn(self) -> Any:
+        from .. import nn
+        return nn
+
+    @property
+    def optim(self) -> Any:
+        from .. import optim
+        return optim
 
     # -- tensors -----------------------------------------------------------------------------
     def is_tensor(self, value: Any) -> bool:
@@ -173,3 +180,45 @@ class GradlogEngine(Engine):
         from ..nn.modules.hooks import ForwardHook, ForwardPreHook
         # (a forward or forward pre-hook's entry is a record of the hook and its flags)
         return entry.fn if isinstance(entry, (ForwardPreHook, ForwardHook)) else entry
+
+    # -- gradlog train on several processes (MPI) ------------------------------------------
+    launcher = "mpiexec -n N gradlog train"
+
+    @classmethod
+    def join_job(cls) -> tuple[int, int] | None:
+        if int(os.environ.get("PMI_SIZE", "1")) <= 1:  # (set by an MPI process manager)
+            return None
+        from .. import distributed
+        if not distributed.is_available():
+            raise ImportError("this is one of several MPI processes, but mpi4py is not "
+                              "installed: pip install 'gradlog[mpi]'")
+        distributed.init_process_group("mpi")
+        return distributed.get_rank(), distributed.get_world_size()
+
+    @classmethod
+    def job_collectives(cls) -> Collectives:
+        from .. import distributed
+        return MPICollectives(distributed.GroupMember.WORLD)
+
+    @classmethod
+    def leave_job(cls, status: int) -> None:
+        from .. import distributed
+        if status != 0:
+            distributed.GroupMember.WORLD.abort(status)
+        distributed.barrier()
+        distributed.destroy_process_group()
+
+    def data_parallel(self, model: Any) -> Any:
+        from ..nn.parallel import DistributedDataParallel
+        return DistributedDataParallel(model)
+
+    @classmethod
+    def check_launcher(cls) -> None:
+        from .launchers import mpi
+        mpi.check()
+
+    @classmethod
+    def run_ranks(cls, n: int, command: list[str], env: dict[str, str], err: TextIO,
+                  notice: Callable[[str], None]) -> dict[int, str]:
+        from .launchers import mpi
+        return mpi.run_ranks(n, command, env, err, notice)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -42,8 +43,12 @@ class TorchEngine(Engine):
         self.torch = torch
 
     @property
-    def framework(self) -> Any:
-        return self.torch
+    def nn(self) -> Any:
+        return self.torch.nn
+
+    @property
+    def optim(self) -> Any:
+        return self.torch.optim
 
     # -- tensors -----------------------------------------------------------------------------
     def is_tensor(self, value: Any) -> bool:
@@ -257,6 +262,48 @@ class TorchEngine(Engine):
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         return hook_registries(model, optimizer, attributes=(
             _MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES))
+
+    # -- gradlog train on several processes (torch.distributed over gloo) ------------------
+    launcher = "torchrun"
+
+    @classmethod
+    def join_job(cls) -> tuple[int, int] | None:
+        if int(os.environ.get("WORLD_SIZE", "1")) <= 1 or "MASTER_ADDR" not in os.environ:
+            return None  # (torchrun sets both)
+        try:
+            import torch.distributed as dist
+        except ImportError:
+            raise ImportError("this is one of several torchrun processes, but torch is not "
+                              "installed") from None
+        dist.init_process_group("gloo")
+        return dist.get_rank(), dist.get_world_size()
+
+    @classmethod
+    def job_collectives(cls) -> Collectives:
+        import torch
+        return TorchCollectives(torch)
+
+    @classmethod
+    def leave_job(cls, status: int) -> None:
+        import torch.distributed as dist
+        if status == 0:
+            # NOTE: a barrier first: torch 2.13's gloo group can deadlock when destroyed
+            # while its worker thread still frees an all-reduce's tensors
+            dist.barrier()
+        dist.destroy_process_group()
+
+    def data_parallel(self, model: Any) -> Any:
+        return self.torch.nn.parallel.DistributedDataParallel(model)
+
+    @classmethod
+    def check_launcher(cls) -> None:
+        pass  # torch's own launcher: torch is installed, since the model is a torch module
+
+    @classmethod
+    def run_ranks(cls, n: int, command: list[str], env: dict[str, str], err: TextIO,
+                  notice: Callable[[str], None]) -> dict[int, str]:
+        from .launchers import torchrun
+        return torchrun.run_ranks(n, command, env)  # (the ranks' stderr is this process's)
 
 
 class EagerWhileHooked:

@@ -5,8 +5,8 @@ Inside ``InternalPasses.enter(slot, kind)`` the run's phase is ``kind``, other p
 are skipped (their registrars ask ``hides``), and the global random functions draw from the
 plugin's own generator. Afterwards the model's train/eval modes, its buffers (BatchNorm
 running statistics), every parameter's ``.grad`` and the engine's global random state are
-restored. Only PyTorch-named methods of the model and the run's engine are used, so the same
-code serves every engine.
+restored (``engine.training_state_kept`` and the engine's random state), so the same code
+serves every engine.
 """
 
 from __future__ import annotations
@@ -36,19 +36,12 @@ class InternalPasses:
             yield
             return
         run = self._run
-        model, engine = run.model, run.engine
-        modes = [(m, m.training) for m in model.modules()]
-        with engine.no_grad():
-            buffers = [(m, name, b, b.detach().clone())
-                       for m in model.modules() for name, b in m.named_buffers(recurse=False)]
-        params = list(model.parameters())
-        grads = [p.grad for p in params]
-        for p in params:
-            p.grad = None
+        engine = run.engine
         rng_state = engine.random_state()
         self.owner = slot
         try:
-            with run.driver.in_phase(kind), engine.use_generator(slot.generator) as drawing:
+            with engine.training_state_kept(run.model), run.driver.in_phase(kind), \
+                    engine.use_generator(slot.generator) as drawing:
                 slot.drawing = drawing
                 try:
                     yield
@@ -56,12 +49,4 @@ class InternalPasses:
                     slot.drawing = None
         finally:
             self.owner = None
-            for p, g in zip(params, grads):
-                p.grad = g
-            for m, mode in modes:
-                m.training = mode
-            with engine.no_grad():
-                for m, name, b, saved in buffers:
-                    setattr(m, name, b)
-                    b.copy_(saved)
             engine.set_random_state(rng_state)

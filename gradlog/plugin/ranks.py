@@ -38,11 +38,8 @@ class RankedWriters:
         self.world_size = collectives.world_size
         self.main = writer if self.rank == 0 else None
         if rank_writer is None and callable(getattr(writer, "get_logdir", None)):
-            logdir = writer.get_logdir()
-
-            def rank_writer(rank: int) -> Any:
-                from ..tensorboard import SummaryWriter
-                return SummaryWriter(rank_run_dir(logdir, rank))
+            from .writers import rank_writers  # (it builds on rank_run_dir, above)
+            rank_writer = rank_writers(writer.get_logdir())
         self._make_own = rank_writer
         self._own: Any = None
         self._warned = False

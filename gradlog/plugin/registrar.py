@@ -52,7 +52,9 @@ class HookRegistrar:
         handle.remove()
         self._handles = [h for h in self._handles if h is not handle]
 
-    def _keep(self, handle: Any) -> Any:
+    def _register(self, owner: Any, method: str, fn: Any, what: str, **kwargs: Any) -> Any:
+        """``fn`` wrapped, registered on ``owner`` through the run's engine, its handle kept."""
+        handle = self._engine.register_hook(owner, method, self._wrap(fn, what), **kwargs)
         self._handles.append(handle)
         return handle
 
@@ -86,39 +88,39 @@ class HookRegistrar:
     # -- tensors -------------------------------------------------------------------------
     def register_hook(self, tensor: Any, fn: Any) -> Any:
         """``fn(grad) -> Tensor | None`` on ``tensor`` (``Tensor.register_hook``)."""
-        return self._keep(tensor.register_hook(self._wrap(fn, "tensor hook")))
+        return self._register(tensor, "register_hook", fn, "tensor hook")
 
     def register_post_accumulate_grad_hook(self, tensor: Any, fn: Any) -> Any:
         """``fn(param) -> None`` after ``.grad`` of the leaf ``tensor`` was accumulated."""
-        return self._keep(tensor.register_post_accumulate_grad_hook(
-            self._wrap(fn, "post-accumulate-grad hook")))
+        return self._register(tensor, "register_post_accumulate_grad_hook", fn,
+                              "post-accumulate-grad hook")
 
     # -- modules (an object or a dotted name in the run's model) ---------------------------
     def register_forward_pre_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_forward_pre_hook(
-            self._wrap(fn, "forward pre-hook"), **kwargs))
+        return self._register(self._module(module), "register_forward_pre_hook", fn,
+                              "forward pre-hook", **kwargs)
 
     def register_forward_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_forward_hook(
-            self._wrap(fn, "forward hook"), **kwargs))
+        return self._register(self._module(module), "register_forward_hook", fn,
+                              "forward hook", **kwargs)
 
     def register_full_backward_pre_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_full_backward_pre_hook(
-            self._wrap(fn, "backward pre-hook"), **kwargs))
+        return self._register(self._module(module), "register_full_backward_pre_hook", fn,
+                              "backward pre-hook", **kwargs)
 
     def register_full_backward_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_full_backward_hook(
-            self._wrap(fn, "backward hook"), **kwargs))
+        return self._register(self._module(module), "register_full_backward_hook", fn,
+                              "backward hook", **kwargs)
 
     # -- optimizer -----------------------------------------------------------------------
     def register_step_pre_hook(self, fn: Any) -> Any:
         """``fn(optimizer, args, kwargs)`` before each optimizer step."""
-        return self._keep(self._optimizer().register_step_pre_hook(
-            self._wrap(fn, "optimizer step pre-hook")))
+        return self._register(self._optimizer(), "register_step_pre_hook", fn,
+                              "optimizer step pre-hook")
 
     def register_step_post_hook(self, fn: Any) -> Any:
-        return self._keep(self._optimizer().register_step_post_hook(
-            self._wrap(fn, "optimizer step post-hook")))
+        return self._register(self._optimizer(), "register_step_post_hook", fn,
+                              "optimizer step post-hook")
 
     def _optimizer(self) -> Any:
         opt = self._optimizer_obj

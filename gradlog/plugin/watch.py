@@ -9,8 +9,8 @@ from ..engines import engine_for
 from .discovery import discover, load, resolve_plugins
 from .model_text import MODEL_TEXT_TAG, model_text
 from .options import load_config, parse_spec
-from .ranks import rank_run_dir
 from .run import Run
+from .writers import open_writer, rank_writers
 
 __all__ = ["watch", "watch_driven"]
 
@@ -90,7 +90,6 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
            config: Any, probe_sets: dict | None, max_failures: int, writer: Any, scaler: Any,
            hooks: bool, state: dict | None, shares_dir: bool, graph: bool) -> Run:
     """The run of ``watch`` and ``watch_driven``, started (its writer closed if it fails)."""
-    from ..tensorboard import SummaryWriter
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
     # the graph plugin by default, where the writer can log graphs (gradlog.testing's
@@ -101,19 +100,17 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
     owns = writer is None
     logdir = _new_run_dir(logdir, ranks, given_writer=not owns, shares_dir=shares_dir)
     if writer is None and ranks.rank == 0:
-        writer = SummaryWriter(log_dir=logdir)
+        writer = open_writer(logdir)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
         logdir = writer.get_logdir()
     if ranks.world_size > 1:  # rank 0 names the directory (the default one has a timestamp)
         logdir = ranks.broadcast_text(logdir or "") or None
 
-    def rank_writer(rank: int) -> Any:
-        return SummaryWriter(rank_run_dir(logdir, rank)) if logdir else None
-
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writer, scaler=scaler, hooks=hooks)
+              rank_writer=rank_writers(logdir) if logdir else None, scaler=scaler,
+              hooks=hooks)
     try:
         if state is not None:
             run.load_state_dict(state)
@@ -151,12 +148,12 @@ def _new_run_dir(logdir: str | None, ranks: Any, *, given_writer: bool,
     logger), or a new default one (``runs/<time>_<host>``, or the next
     free ``-1``, ``-2``... name); decided by rank 0 (nothing to decide if it was given a
     writer), raised on every rank."""
-    from .. import runs
+    from . import run_dirs  # (lazily: import gradlog loads no TensorBoard)
     refusal = ""
     if ranks.rank == 0 and not given_writer:
         if not logdir:
-            logdir = runs.claim_new_dir(runs.default_run_dir())
-        elif not shares_dir and runs.holds_run(logdir):
+            logdir = run_dirs.claim_new_dir(run_dirs.default_run_dir())
+        elif not shares_dir and run_dirs.holds_run(logdir):
             refusal = (f"{logdir} already holds a run (event files): a second gl.watch there "
                        "would log its steps again from 0 after the first run's; give another "
                        "logdir (or none, for a new default one), or pass your own "

@@ -13,7 +13,7 @@ naming the entry) and the one before it is used. No checkpoint yet, but a ``run.
 run died before its first checkpoint and starts over. Neither: the directory holds no run.
 
 A run directory at a URL: checkpoints are uploaded whole and appear by name only once complete
-(:mod:`gradlog.runs`); a resumed run first uploads what its spool holds
+(:mod:`gradlog.train.runs`); a resumed run first uploads what its spool holds
 (:func:`upload_spool`): the segment an earlier session was writing when it was killed, and
 those it could not upload.
 """
@@ -25,8 +25,9 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import runs
 from ..tensorboard import storage
+from . import runs
+from .built import Built
 from .config import RunConfig
 from .errors import UserError
 
@@ -86,35 +87,35 @@ def find_resume_point(run_dir: str) -> ResumePoint:
         raise UserError(f"cannot resume {run_dir}: {toml_path} is damaged ({exc})") from None
 
 
-def capture(run: Any, built: dict, config: RunConfig, writer: Any) -> dict[str, Any]:
+def capture(run: Any, built: Built, config: RunConfig, writer: Any) -> dict[str, Any]:
     """The state of the run at its current (completed) step, its event files synced; the
     run's engine turns its tensors into what ``gl.save`` stores (the same ``.npz`` for a
     PyTorch model, no pickle)."""
     run_state = run.state_dict()  # first: it ends a batch whose optimizer step is done
-    scheduler = built.get("scheduler")
-    loader = built["train_loader"]
+    scheduler = built.scheduler
+    loader = built.train_loader
     position = loader.state_dict()
     if position["batch"]:  # mid-epoch: a batch served whose step was not done (a plugin
         # stopped the run before it) is the resumed run's first: a step is a batch
         position["batch"] = min(position["batch"], run.step - run.epoch * len(loader))
     state = {"step": run.step, "epoch": run.epoch, "config": config.to_record(),
-             "model": built["model"].state_dict(), "optimizer": built["optimizer"].state_dict(),
+             "model": built.model.state_dict(), "optimizer": built.optimizer.state_dict(),
              "scheduler": scheduler.state_dict() if scheduler is not None else None,
              "train_loader": position, "run": run_state,
              "rng": run.engine.random_state()}
     return {**run.engine.to_checkpoint(state), "events": writer.sync(since_step=run.step)}
 
 
-def restore(state: dict[str, Any], run: Any, built: dict) -> None:
+def restore(state: dict[str, Any], run: Any, built: Built) -> None:
     """Put the model, optimizer, scheduler, loader, run and random state back as saved (as
     the run's engine's tensors)."""
     engine = run.engine
     state = engine.from_checkpoint(state)
-    built["model"].load_state_dict(state["model"])
-    built["optimizer"].load_state_dict(state["optimizer"])
-    if built.get("scheduler") is not None and state.get("scheduler") is not None:
-        built["scheduler"].load_state_dict(state["scheduler"])
-    built["train_loader"].load_state_dict(state["train_loader"])
+    built.model.load_state_dict(state["model"])
+    built.optimizer.load_state_dict(state["optimizer"])
+    if built.scheduler is not None and state.get("scheduler") is not None:
+        built.scheduler.load_state_dict(state["scheduler"])
+    built.train_loader.load_state_dict(state["train_loader"])
     run.load_state_dict(state["run"])
     engine.set_random_state(state["rng"])
 

@@ -14,11 +14,10 @@ import traceback
 from types import ModuleType
 from typing import Any
 
+from .built import REQUIRED_KEYS, Built
 from .errors import UserError
 
-__all__ = ["canonical", "example_digest", "load_example", "build", "REQUIRED_KEYS"]
-
-REQUIRED_KEYS = ("model", "optimizer", "loss_fn", "train_loader", "val_loader")
+__all__ = ["canonical", "example_digest", "load_example", "build"]
 
 
 def canonical(example: str) -> str:
@@ -65,7 +64,7 @@ def load_example(example: str) -> ModuleType:
     return module
 
 
-def build(module: ModuleType, example: str, config: dict) -> dict[str, Any]:
+def build(module: ModuleType, example: str, config: dict) -> Built:
     """``module.build(config)``, checked: a dict holding at least the required keys."""
     try:
         built = module.build(dict(config))
@@ -82,7 +81,7 @@ def build(module: ModuleType, example: str, config: dict) -> dict[str, Any]:
         if _batches(built[key]) == 0:  # trains nothing, or logs a mean of nothing as 0.0
             raise UserError(f"build(config) in {example}: {key} holds no batches (its data "
                             "is empty, or smaller than one batch with drop_last)")
-    return built
+    return Built.from_dict(built)
 
 
 def _batches(loader: Any) -> int | None:

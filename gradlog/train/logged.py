@@ -6,10 +6,11 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .. import runs
 from ..plugin.model_text import MODEL_TEXT_TAG, model_text
+from ..plugin.writers import open_writer
 from ..serialization import fsync_directory
 from ..tensorboard import storage
+from . import runs
 from .config import RunConfig
 
 __all__ = ["log_start_texts", "log_hparams", "flat_config"]
@@ -49,10 +50,9 @@ def hparam_values(config: RunConfig) -> dict[str, Any]:
 def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:
     """One trial in ``run_dir/hparams``, at step 0: a run resumed after it was logged logs it
     again and hides the earlier copy (purge at step 0), so there is always one trial."""
-    from ..tensorboard import SummaryWriter
     hparams = hparam_values(config)
     trial = storage.join(run_dir, "hparams")
-    with SummaryWriter(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
+    with open_writer(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
         writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
                                      for k, v in metrics.items()}, run_name=".")
     if not storage.is_url(trial):  # (at a URL, closing uploaded them)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..plugin.errors import StopTraining
+from .built import Built
 from .config import RunConfig
 from .console import Console
 from .errors import Interrupted
@@ -59,14 +60,14 @@ class Loop:
     """The epochs from ``run.epoch`` to the configured total. ``checkpoint()`` is called at
     each epoch's end, after its validation, epoch-end events and (last epoch) hparams."""
 
-    def __init__(self, run: Any, built: dict, config: RunConfig, run_dir: str,
+    def __init__(self, run: Any, built: Built, config: RunConfig, run_dir: str,
                  console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
                  extended_from: int | None = None, model: Any = None) -> None:
         self.run, self.built, self.config, self.run_dir = run, built, config, run_dir
-        self.model = model if model is not None else built["model"]  # or its DDP wrapper
+        self.model = model if model is not None else built.model  # or its DDP wrapper
         self.console, self.signals, self.checkpoint = console, signals, checkpoint
-        self.scheduler = built.get("scheduler")
-        self.interval = built.get("scheduler_interval", "epoch")
+        self.scheduler = built.scheduler
+        self.interval = built.scheduler_interval
         self.extended_from = extended_from  # the recorded epochs, when --epochs raised them
         self._stop: StopTraining | None = None  # a plugin's stop, kept until the step is done
 
@@ -123,8 +124,8 @@ class Loop:
             raise Interrupted(requested, graceful=True)
 
     def train_epoch(self) -> None:
-        run, model, opt = self.run, self.model, self.built["optimizer"]
-        loss_fn, loader = self.built["loss_fn"], self.built["train_loader"]
+        run, model, opt = self.run, self.model, self.built.optimizer
+        loss_fn, loader = self.built.loss_fn, self.built.train_loader
         per_step = self.scheduler is not None and self.interval == "step"
         run.epoch_start()
         model.train()
@@ -177,13 +178,13 @@ class Loop:
         progress.close(**last)
 
     def validate(self) -> dict:
-        model, loss_fn = self.model, self.built["loss_fn"]
+        model, loss_fn = self.model, self.built.loss_fn
         was_training = model.training
         model.eval()
         total, correct, loss_sum, counted = 0, 0, 0.0, True
         try:
             with self.run.validating(), self.run.engine.no_grad():
-                for x, y in self.built["val_loader"]:
+                for x, y in self.built.val_loader:
                     output = model(x)
                     n = len(x)
                     loss_sum += float(loss_fn(output, y).item()) * n

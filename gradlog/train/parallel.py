@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engines import Engine, engine_classes
 from .errors import UserError
 
 __all__ = ["Job", "join", "RankShare", "summed", "STATUS_DIR_ENV"]
@@ -28,43 +29,33 @@ STATUS_DIR_ENV = "GRADLOG_LAUNCH_DIR"  # where --nproc's ranks leave their exit 
 
 @dataclass
 class Job:
-    """This process's place in the job: ``backend`` ``"mpi"`` (gradlog models) or ``"torch"``
-    (PyTorch models over gloo)."""
+    """This process's place in the job, and the engine whose launcher started it (MPI for
+    gradlog models, torch.distributed over gloo for PyTorch models)."""
 
-    backend: str
+    engine: type[Engine]
     rank: int
     world_size: int
 
     @property
     def collectives(self) -> Any:
         """The job's collective operations (before the Run, whose own these are, exists)."""
-        if self.backend == "mpi":
-            from .. import distributed
-            from ..engines.gradlog import MPICollectives
-            return MPICollectives(distributed.GroupMember.WORLD)
-        import torch
+        return self.engine.job_collectives()
 
-        from ..engines.torch import TorchCollectives
-        return TorchCollectives(torch)
-
-    def check_engine(self, engine: Any, example: str) -> None:
-        wanted = {"mpi": "gradlog", "torch": "torch"}[self.backend]
-        if engine.name != wanted:
-            how = ("gradlog train --nproc N, or mpiexec -n N gradlog train" if engine.name ==
-                   "gradlog" else "gradlog train --nproc N, or torchrun")
+    def check_engine(self, engine: Engine, example: str) -> None:
+        if engine.name != self.engine.name:
             raise UserError(f"{example} builds a {engine.name} model, which trains on several "
-                            f"processes under {how}, not under "
-                            f"{'mpiexec' if self.backend == 'mpi' else 'torchrun'}")
+                            f"processes under gradlog train --nproc N, or {engine.launcher}, "
+                            f"not under {self.engine.launcher.split()[0]}")
 
     def check_batch(self, batch_size: int) -> None:
         if batch_size % self.world_size:
             raise UserError(f"--batch-size {batch_size} is the global batch: it must divide "
                             f"evenly across the {self.world_size} processes")
 
-    def wrap(self, model: Any, engine: Any) -> Any:
+    def wrap(self, model: Any, engine: Engine) -> Any:
         """``model`` in its engine's ``DistributedDataParallel`` (rank 0's weights copied to
         every rank)."""
-        return engine.framework.nn.parallel.DistributedDataParallel(model)
+        return engine.data_parallel(model)
 
     def finish(self, status: int, message: str = "") -> None:
         """Leave the job: a clean exit together, or (non-zero status) the end of every rank."""
@@ -72,41 +63,19 @@ class Job:
         if where:
             with open(os.path.join(where, f"rank{self.rank}.json"), "w") as f:
                 json.dump({"rank": self.rank, "status": status, "message": message}, f)
-        if self.backend == "mpi":
-            from .. import distributed
-            if status != 0:
-                distributed.GroupMember.WORLD.abort(status)
-            distributed.barrier()
-            distributed.destroy_process_group()
-        else:
-            import torch.distributed as dist
-            if status == 0:
-                # NOTE: a barrier first: torch 2.13's gloo group can deadlock when destroyed
-                # while its worker thread still frees an all-reduce's tensors
-                dist.barrier()
-            dist.destroy_process_group()
+        self.engine.leave_job(status)
 
 
 def join() -> Job | None:
-    """Join the job this process was started in (None when it runs alone): MPI when an MPI
-    launcher started it, torch.distributed (gloo) when torchrun did."""
-    mpi_size = int(os.environ.get("PMI_SIZE", "1"))
-    torch_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if mpi_size > 1:
-        from .. import distributed
-        if not distributed.is_available():
-            raise UserError("this is one of several MPI processes, but mpi4py is not installed: "
-                            "pip install 'gradlog[mpi]'")
-        distributed.init_process_group("mpi")
-        return Job("mpi", distributed.get_rank(), distributed.get_world_size())
-    if torch_size > 1 and "MASTER_ADDR" in os.environ:
+    """Join the job this process was started in (None when it runs alone): each engine is
+    asked whether its launcher started this process (MPI's, torchrun)."""
+    for engine in engine_classes():
         try:
-            import torch.distributed as dist
-        except ImportError:
-            raise UserError("this is one of several torchrun processes, but torch is not "
-                            "installed") from None
-        dist.init_process_group("gloo")
-        return Job("torch", dist.get_rank(), dist.get_world_size())
+            place = engine.join_job()
+        except ImportError as exc:  # (what to install)
+            raise UserError(str(exc)) from None
+        if place is not None:
+            return Job(engine, *place)
     return None
 
 

@@ -70,7 +70,7 @@ def _output_shapes(model: Any, engine: Any, x: Any) -> dict[int, str]:
 
     modules = list(model.modules())
     modes = [(m, m.training) for m in modules]
-    handles = [m.register_forward_hook(record) for m in modules]
+    handles = [engine.register_hook(m, "register_forward_hook", record) for m in modules]
     state = engine.random_state()
     try:
         model.eval()

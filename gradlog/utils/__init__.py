@@ -1,5 +1,6 @@
-"""Small utilities shared by the engine, modules and optimizers; ``gradlog.utils.checkpoint``
-(activation checkpointing) is imported on first use, as it depends on the engine."""
+"""Small utilities below the engine, shared by it, modules and optimizers (``hooks``:
+``RemovableHandle`` and the hook registries); ``gradlog.utils.checkpoint``, PyTorch's name
+for activation checkpointing, is imported on first use (it re-exports autograd's)."""
 
 
 def __getattr__(name: str):

@@ -202,6 +202,38 @@ def test_grad_is_a_copy_not_an_alias_of_an_engine_buffer():
     assert x.grad.tolist() == [1.0, 1.0]
 
 
+def test_a_callers_gradient_that_requires_grad_is_copied_into_grad():
+    x = gl.tensor([1.0, 2.0], requires_grad=True)
+    with gl.no_grad():
+        v = gl.tensor([1.0, 1.0]) * 3  # an array the op made, handed to the caller
+    v.requires_grad_()
+    x.clone().backward(v)
+    with gl.no_grad():
+        v.mul_(0)
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_under_create_graph_grad_and_retained_grads_are_copies():
+    x = gl.tensor([1.0, 2.0], requires_grad=True)
+    v = gl.tensor([1.0, 1.0])
+    held = gl.tensor([5.0, 5.0])
+    x.register_hook(lambda g: held if g.tolist() == [2.0, 2.0] else None)
+    x.clone().backward(v, create_graph=True)  # the clone passes v through unchanged
+    v.zero_()
+    assert x.grad.tolist() == [1.0, 1.0]
+    x.grad = None
+    (x * 2).sum().backward(create_graph=True)  # the hook returns `held`
+    held.zero_()
+    assert x.grad.tolist() == [5.0, 5.0]
+    y = x.clone()
+    y.retain_grad()
+    y.sum().backward(create_graph=True)
+    with gl.no_grad():
+        y.grad.mul_(10)
+    assert y.grad.tolist() == [10.0, 10.0] and x.grad.tolist() == [6.0, 6.0]
+
+
 def test_non_leaf_grad_is_none_with_pytorchs_warning():
     x = gl.tensor([1.0], requires_grad=True)
     y = x * 2

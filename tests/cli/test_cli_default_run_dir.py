@@ -8,8 +8,8 @@ import threading
 
 from conftest import TINY
 
-from gradlog import runs
 from gradlog.cli import main
+from gradlog.train import runs
 
 
 def _args(config) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gradlog.train.launch import MPI_INIT_FLAKE
+from gradlog.engines.launchers.mpi import MPI_INIT_FLAKE
 
 HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "dist_workers.py"

@@ -220,20 +220,20 @@ def test_nproc_starts_the_ranks_again_after_mpichs_transient_init_failure(tmp_pa
     from click.testing import CliRunner
 
     from gradlog.cli import main
-    from gradlog.train import launch
-    real, mark = launch._mpiexec(), tmp_path / "failed-once"
+    from gradlog.engines.launchers import mpi
+    real, mark = mpi._mpiexec(), tmp_path / "failed-once"
     fake = tmp_path / "mpiexec"  # fails as mpich does the first time, then is mpiexec
     fake.write_text(f"""#!/bin/sh
 if [ ! -e {mark} ]; then
   touch {mark}
-  echo "[0] [vm:1:0] address.c:985  UCX  ERROR {launch.MPI_INIT_FLAKE} 0.00" >&2
+  echo "[0] [vm:1:0] address.c:985  UCX  ERROR {mpi.MPI_INIT_FLAKE} 0.00" >&2
   echo "[0]1:Return code = 15" >&2
   exit 15
 fi
 exec {real} "$@"
 """)
     fake.chmod(0o755)
-    monkeypatch.setattr(launch, "_mpiexec", lambda: str(fake))
+    monkeypatch.setattr(mpi, "_mpiexec", lambda: str(fake))
     for key, value in local_env().items():
         monkeypatch.setenv(key, value)
     result = CliRunner().invoke(main, ["train", FAULTS, *SMALL, "--logdir", str(tmp_path / "r"),

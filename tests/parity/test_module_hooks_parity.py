@@ -284,7 +284,7 @@ def test_module_hooks_match_pytorch(program):
 
 def test_inplace_on_a_hooked_output_is_a_documented_difference():
     """Case 35: PyTorch refuses an in-place op on a hooked module's output at forward time;
-    gradlog allows it and gives the right gradients (README, Differences from PyTorch)."""
+    gradlog allows it and gives the right gradients (docs/differences.md)."""
     import gradlog as gl
 
     m = _module_classes(gl)["Mul3"]()

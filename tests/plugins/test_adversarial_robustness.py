@@ -56,7 +56,7 @@ def clean_trained(tmp_path_factory) -> tuple[float, float]:
 @pytest.mark.parametrize("mode", ["pgd", "fgsm", "free"])
 def test_adversarial_training_at_the_default_eps_buys_robustness_for_little_clean_accuracy(
         mode, clean_trained, tmp_path):
-    assert Adversarial().options.eps == 0.03                 # what the README states
+    assert Adversarial().options.eps == 0.03          # what docs/plugins/adversarial.md states
     clean_acc, clean_robust = clean_trained
     acc, robust = accuracies(str(tmp_path / mode), f"adversarial:mode={mode}")
     figures = (f"clean training: clean {clean_acc:.3f}, PGD-20 {clean_robust:.3f}; "

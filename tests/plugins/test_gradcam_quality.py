@@ -17,10 +17,9 @@ from gradlog_plugins.gradcam import GradCAM
 from plugin_test_helpers import read_events
 
 import gradlog as gl
-from gradlog import runs
 from gradlog.examples.shapes import build, cnn
 from gradlog.testing import MemoryWriter
-from gradlog.train import TrainOptions, train
+from gradlog.train import TrainOptions, runs, train
 
 pytestmark = pytest.mark.slow
 

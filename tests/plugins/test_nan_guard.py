@@ -27,7 +27,7 @@ from gradlog.testing import MemoryWriter, PluginHarness, tiny_model
 def _harness(engine, optimizer="sgd", **kwargs):
     gl.manual_seed(0)
     model = tiny_model(engine)
-    optim = engine_for(model).framework.optim
+    optim = engine_for(model).optim
     opt = (optim.SGD(model.parameters(), lr=0.05, momentum=0.9) if optimizer == "sgd" else
            optim.Adam(model.parameters(), lr=1e-2))
     return PluginHarness(NanGuard, model=model, optimizer=opt, **kwargs)

@@ -10,7 +10,7 @@ test knows what had reached the files before the kill:
   to the run directory's event files, after writing a prefix that ends inside a record (or
   before writing anything);
 * the checkpoint write (``gradlog.serialization``'s file object, ``os.fsync``, ``os.replace``)
-  and ``gradlog.runs.save_checkpoint``: ``ckpt_kill`` kills inside the Nth checkpoint, after
+  and ``gradlog.train.runs.save_checkpoint``: ``ckpt_kill`` kills inside the Nth checkpoint, after
   some bytes of the temporary file, before its fsync (the file is complete), just before or
   just after the rename, or once the checkpoint call has returned; with ``"signal": "INT"`` or
   ``"TERM"`` it sends that signal instead and lets the trainer go on.
@@ -146,7 +146,8 @@ class KillingFile:
 
 
 def install_checkpoint_hooks(spec: dict, log: SideLog) -> None:
-    from gradlog import runs, serialization
+    from gradlog import serialization
+    from gradlog.train import runs
 
     kill = spec.get("ckpt_kill") or {}
     where = kill.get("where")

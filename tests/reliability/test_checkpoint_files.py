@@ -9,7 +9,7 @@ import os
 import pytest
 
 import gradlog as gl
-from gradlog import runs
+from gradlog.train import runs
 
 
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permissions")

@@ -34,7 +34,7 @@ from reliability_helpers import (
 )
 
 import gradlog as gl
-from gradlog import runs
+from gradlog.train import runs
 
 pytestmark = pytest.mark.slow
 

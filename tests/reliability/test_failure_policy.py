@@ -1,7 +1,7 @@
-"""The failure policy's counting under ``gl.watch`` (tests/plugin/test_isolation.py covers each
-hook kind failing alone): "consecutive" is per event or hook kind, so a hook that fails at every
-step is disabled even when the plugin's events succeed in between, and failures of one hook
-that are not consecutive never disable it."""
+"""The failure policy's counting under ``gl.watch`` (tests/plugin_framework/test_isolation.py
+covers each hook kind failing alone): "consecutive" is per event or hook kind, so a hook that
+fails at every step is disabled even when the plugin's events succeed in between, and failures
+of one hook that are not consecutive never disable it."""
 
 from __future__ import annotations
 

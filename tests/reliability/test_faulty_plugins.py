@@ -27,9 +27,8 @@ from reliability_helpers import (
 )
 
 import gradlog as gl
-from gradlog import runs
 from gradlog.plugin import Plugin, PluginError
-from gradlog.train import TrainOptions, train
+from gradlog.train import TrainOptions, runs, train
 from gradlog.utils.hooks import count_hooks
 
 pytestmark = pytest.mark.slow

@@ -18,11 +18,11 @@ from remote_helpers import events_of, scalar_series  # noqa: E402
 from tensorboard.compat.proto.event_pb2 import Event  # noqa: E402
 from tensorboard.compat.proto.summary_pb2 import Summary  # noqa: E402
 
-from gradlog import runs  # noqa: E402
 from gradlog.cli import main  # noqa: E402
 from gradlog.tensorboard import SummaryWriter, storage  # noqa: E402
 from gradlog.tensorboard.reader import check_file  # noqa: E402
 from gradlog.tensorboard.record import frame  # noqa: E402
+from gradlog.train import runs  # noqa: E402
 
 
 @pytest.fixture

@@ -283,7 +283,7 @@ def test_a_damaged_newest_checkpoint_is_reported_once_and_the_previous_one_used(
 
 
 def runs_checkpoint_steps(run_dir) -> list[int]:
-    from gradlog import runs
+    from gradlog.train import runs
     return [step for step, path in runs.checkpoints(str(run_dir)) if runs.load_checkpoint(path)]
 
 

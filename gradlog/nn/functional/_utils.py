@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, array_of
 
 
 def ntuple(value: Any, n: int, name: str) -> tuple:
@@ -61,9 +61,9 @@ def shape_str(shape: tuple) -> str:
 
 def check_same_dtype(input: Tensor, other: Tensor | None) -> None:
     """PyTorch refuses mixed float32/float64 operands in layers rather than promoting."""
-    if other is not None and other._data.dtype != input._data.dtype:
+    if other is not None and array_of(other).dtype != array_of(input).dtype:
         names = {np.dtype(np.float64): "Double", np.dtype(np.float32): "Float",
                  np.dtype(np.float16): "Half"}
-        a = names.get(input._data.dtype, str(input._data.dtype))
-        b = names.get(other._data.dtype, str(other._data.dtype))
+        a = names.get(array_of(input).dtype, str(array_of(input).dtype))
+        b = names.get(array_of(other).dtype, str(array_of(other).dtype))
         raise RuntimeError(f"expected scalar type {a} but found {b}")

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...autograd.function import Op
 from ...autograd.ops.activation import Softmax, log_softmax
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 from ._utils import reduce_loss, reduction_of, shape_str
 
 __all__ = ["cross_entropy", "nll_loss"]
@@ -123,7 +123,7 @@ class CrossEntropy(Op):
     @staticmethod
     def backward(ctx, g):
         x, probs, targets = ctx.saved_tensors
-        return CrossEntropyGrad.apply(x, g, probs._data, targets), None
+        return CrossEntropyGrad.apply(x, g, array_of(probs), targets), None
 
 
 class CrossEntropyGrad(Op):
@@ -154,7 +154,7 @@ class CrossEntropyGrad(Op):
     def backward(ctx, h):
         x, g, probs, t = ctx.saved_tensors
         nx, ng, _, _ = ctx.needs_input_grad
-        probs = probs._data
+        probs = array_of(probs)
         a, r = t.coefficients(probs.shape[1], probs.dtype)
         p = _Probabilities.apply(x, probs)
         gx = gg = None
@@ -183,7 +183,7 @@ class NllLoss(Op):
     @staticmethod
     def backward(ctx, g):
         (targets,) = ctx.saved_tensors
-        a, _ = targets.coefficients(ctx.shape[1], g._data.dtype)
+        a, _ = targets.coefficients(ctx.shape[1], array_of(g).dtype)
         s = g.reshape(-1, 1) if targets.reduction == "none" else g * targets.factor()
         return wrap(-a) * s, None
 
@@ -191,33 +191,33 @@ class NllLoss(Op):
 def _class_rows(input: Tensor, target: Tensor, name: str) -> tuple[Tensor, np.ndarray]:
     """(M, C) logits and (M,) class indices: the class dimension (1, or 0 for a single
     sample) moved last and everything else flattened, after PyTorch's shape checks."""
-    x, t = input, target._data
+    x, t = input, array_of(target)
     if t.dtype.kind not in "iu":
         raise RuntimeError(f"{name}: class-index targets must be integers (int64), got "
                            f"{t.dtype}; a float target holding class probabilities must have "
-                           f"the input's shape {shape_str(x._data.shape)}, got "
+                           f"the input's shape {shape_str(array_of(x).shape)}, got "
                            f"{shape_str(t.shape)}")
-    if x._data.ndim == 1:
+    if array_of(x).ndim == 1:
         if t.ndim != 0:
             raise RuntimeError(f"{name}: a 1-D input (one sample) needs a 0-D target, got "
                                f"target of size {shape_str(t.shape)}")
         return x.unsqueeze(0), t.reshape(1)
-    n, c = x._data.shape[:2]
+    n, c = array_of(x).shape[:2]
     if t.ndim == 0 or t.shape[0] != n:
         raise ValueError(f"Expected input batch_size ({n}) to match target batch_size "
                          f"({t.shape[0] if t.ndim else 0}).")
-    expected = (n,) + x._data.shape[2:]
+    expected = (n,) + array_of(x).shape[2:]
     if t.shape != expected:
         raise RuntimeError(f"Expected target size {shape_str(expected)}, got "
                            f"{shape_str(t.shape)}")
-    if x._data.ndim > 2:
+    if array_of(x).ndim > 2:
         x = x.movedim(1, -1).reshape(-1, c)
     return x, t.reshape(-1)
 
 
 def _targets(x: Tensor, index: np.ndarray, weight: Tensor | None, ignore_index: int,
              smoothing: float, reduction: str) -> _Targets:
-    c, dtype = x._data.shape[1], x._data.dtype
+    c, dtype = array_of(x).shape[1], array_of(x).dtype
     if index.size and 0 <= index.min() and index.max() < c and not 0 <= ignore_index < c:
         valid, safe = None, index  # the common case: every target counts
     else:
@@ -227,15 +227,15 @@ def _targets(x: Tensor, index: np.ndarray, weight: Tensor | None, ignore_index: 
         if bad.any():
             t = int(index[bad][0])
             raise IndexError(f"Target {t} is out of bounds: class indices must be in [0, {c}) "
-                             f"for input of shape {tuple(x._data.shape)}")
+                             f"for input of shape {tuple(array_of(x).shape)}")
         safe = np.where(valid, index, 0)
     class_weight = None
     if weight is not None:
-        if weight._data.shape != (c,):
+        if array_of(weight).shape != (c,):
             raise RuntimeError(f"weight tensor should be defined either for all {c} classes or "
                                f"no classes but got weight tensor of shape: "
-                               f"{shape_str(weight._data.shape)}")
-        class_weight = weight._data.astype(dtype, copy=False)
+                               f"{shape_str(array_of(weight).shape)}")
+        class_weight = array_of(weight).astype(dtype, copy=False)
         row_weight = class_weight[safe]
         if valid is not None:
             row_weight = row_weight * valid
@@ -248,15 +248,15 @@ def _probability_targets(input: Tensor, target: Tensor, weight: Tensor | None,
                          smoothing: float, reduction: str) -> Tensor:
     """Cross-entropy against class probabilities (same shape as the input), composed from
     differentiable ops so the target may require grad too."""
-    if target._data.dtype.kind != "f":
+    if array_of(target).dtype.kind != "f":
         raise RuntimeError(f"Expected floating point type for target with class probabilities, "
                            f"got {target.dtype.legacy_name.removesuffix('Tensor')}")
-    dim = 0 if input._data.ndim == 1 else 1
-    c = input._data.shape[dim]
+    dim = 0 if array_of(input).ndim == 1 else 1
+    c = array_of(input).shape[dim]
     q = target if not smoothing else target * (1.0 - smoothing) + smoothing / c
     terms = log_softmax(input, dim) * q
     if weight is not None:
-        shape = (c,) + (1,) * (input._data.ndim - dim - 1)
+        shape = (c,) + (1,) * (array_of(input).ndim - dim - 1)
         terms = terms * weight.reshape(shape)
     return reduce_loss(-terms.sum(dim), reduction)
 
@@ -271,16 +271,16 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     reduction = reduction_of(size_average, reduce, reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
-    if input._data.ndim == 0:
+    if array_of(input).ndim == 0:
         raise RuntimeError("cross_entropy: input must have a class dimension, got a 0-D tensor")
-    if target._data.shape == input._data.shape and target._data.dtype.kind == "f":
+    if array_of(target).shape == array_of(input).shape and array_of(target).dtype.kind == "f":
         return _probability_targets(input, target, weight, label_smoothing, reduction)
-    if target._data.shape == input._data.shape and input._data.ndim > 1:
+    if array_of(target).shape == array_of(input).shape and array_of(input).ndim > 1:
         return _probability_targets(input, target, weight, label_smoothing, reduction)
     x, index = _class_rows(input, target, "cross_entropy")
     targets = _targets(x, index, weight, ignore_index, label_smoothing, reduction)
     out = CrossEntropy.apply(x, targets)
-    return out.reshape(target._data.shape) if reduction == "none" else out
+    return out.reshape(array_of(target).shape) if reduction == "none" else out
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -288,9 +288,9 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
              reduce: bool | None = None, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of class indices given log-probabilities (N, C, ...)."""
     reduction = reduction_of(size_average, reduce, reduction)
-    if input._data.ndim == 0:
+    if array_of(input).ndim == 0:
         raise RuntimeError("nll_loss: input must have a class dimension, got a 0-D tensor")
     x, index = _class_rows(input, target, "nll_loss")
     targets = _targets(x, index, weight, ignore_index, 0.0, reduction)
     out = NllLoss.apply(x, targets)
-    return out.reshape(target._data.shape) if reduction == "none" else out
+    return out.reshape(array_of(target).shape) if reduction == "none" else out

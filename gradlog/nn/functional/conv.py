@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...autograd.function import Op
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, array_of
 from ._utils import check_same_dtype, pair, shape_str
 from ._windows import Geometry, col2im, im2col
 
@@ -59,7 +59,7 @@ class Convolution(Op):
         x, w, cols = ctx.saved_tensors
         nx, nw, nb, _ = ctx.needs_input_grad
         geom = ctx.geom
-        cols = None if cols is None else cols._data
+        cols = None if cols is None else array_of(cols)
         gx = ConvolutionInputGrad.apply(g, w, geom) if nx else None
         gw = ConvolutionWeightGrad.apply(x, g, geom, cols) if nw else None
         gb = g.sum((0, 2, 3)) if nb else None
@@ -175,27 +175,31 @@ def conv_geometry(x_shape: tuple, w_shape: tuple, stride: Any, padding: Any, dil
 
 
 def _check_bias(weight: Tensor, bias: Tensor | None) -> None:
-    if bias is not None and bias._data.shape != (weight._data.shape[0],):
-        raise RuntimeError(f"Given weight of size {shape_str(weight._data.shape)}, expected bias "
-                           f"to be 1-dimensional with {weight._data.shape[0]} elements, but got "
-                           f"bias of size {shape_str(bias._data.shape)} instead")
+    if bias is None:
+        return
+    w, b = array_of(weight).shape, array_of(bias).shape
+    if b != (w[0],):
+        raise RuntimeError(f"Given weight of size {shape_str(w)}, expected bias to be "
+                           f"1-dimensional with {w[0]} elements, but got bias of size "
+                           f"{shape_str(b)} instead")
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """2-d cross-correlation of ``input`` (N, C, H, W) or (C, H, W) with ``weight``
     (O, C/groups, kH, kW); ``padding`` is an int, a pair, ``'same'`` or ``'valid'``."""
-    if input._data.ndim not in (3, 4):
+    if array_of(input).ndim not in (3, 4):
         raise RuntimeError("Expected 3D (unbatched) or 4D (batched) input to conv2d, but got "
-                           f"input of size: {shape_str(input._data.shape)}")
-    if weight._data.ndim != 4:
+                           f"input of size: {shape_str(array_of(input).shape)}")
+    if array_of(weight).ndim != 4:
         raise RuntimeError(f"conv2d expects a 4-D weight (out_channels, in_channels/groups, kH, "
-                           f"kW), but got weight of size {shape_str(weight._data.shape)}")
-    unbatched = input._data.ndim == 3
+                           f"kW), but got weight of size {shape_str(array_of(weight).shape)}")
+    unbatched = array_of(input).ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     check_same_dtype(x, weight)
     check_same_dtype(x, bias)
-    geom = conv_geometry(x._data.shape, weight._data.shape, stride, padding, dilation, groups)
+    geom = conv_geometry(array_of(x).shape, array_of(weight).shape, stride, padding, dilation,
+                         groups)
     _check_bias(weight, bias)
     out = Convolution.apply(x, weight, bias, geom)
     return out.squeeze(0) if unbatched else out
@@ -205,20 +209,20 @@ def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: An
            padding: Any = 0, dilation: Any = 1, groups: int = 1) -> Tensor:
     """1-d cross-correlation of ``input`` (N, C, L) or (C, L) with ``weight`` (O, C/groups, k),
     computed as a conv2d of height 1."""
-    if input._data.ndim not in (2, 3):
+    if array_of(input).ndim not in (2, 3):
         raise RuntimeError("Expected 2D (unbatched) or 3D (batched) input to conv1d, but got "
-                           f"input of size: {shape_str(input._data.shape)}")
-    if weight._data.ndim != 3:
+                           f"input of size: {shape_str(array_of(input).shape)}")
+    if array_of(weight).ndim != 3:
         raise RuntimeError(f"conv1d expects a 3-D weight (out_channels, in_channels/groups, k), "
-                           f"but got weight of size {shape_str(weight._data.shape)}")
-    unbatched = input._data.ndim == 2
+                           f"but got weight of size {shape_str(array_of(weight).shape)}")
+    unbatched = array_of(input).ndim == 2
     x = input.unsqueeze(0) if unbatched else input
-    c, cg = x._data.shape[1], weight._data.shape[1]
+    c, cg = array_of(x).shape[1], array_of(weight).shape[1]
     if c != cg * groups:
         raise RuntimeError(f"Given groups={groups}, weight of size "
-                           f"{shape_str(weight._data.shape)}, expected input"
-                           f"{shape_str(x._data.shape)} to have {cg * groups} channels, but got "
-                           f"{c} channels instead")
+                           f"{shape_str(array_of(weight).shape)}, expected input"
+                           f"{shape_str(array_of(x).shape)} to have {cg * groups} channels, "
+                           f"but got {c} channels instead")
     pad = padding if isinstance(padding, str) else (0, *_single(padding, "padding"))
     out = conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, (1, *_single(stride, "stride")),
                  pad, (1, *_single(dilation, "dilation")), groups)

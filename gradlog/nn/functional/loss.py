@@ -13,7 +13,7 @@ import numpy as np
 
 from ...autograd.function import Op
 from ...autograd.ops.activation import logsigmoid
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, array_of
 from ._utils import reduce_loss, reduction_of
 
 __all__ = ["mse_loss", "l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"]
@@ -94,7 +94,7 @@ def binary_cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = 
         raise ValueError(f"Using a target size ({target.shape!r}) that is different to the input "
                          f"size ({input.shape!r}) is deprecated. Please ensure they have the "
                          "same size.")
-    p = input._data
+    p = array_of(input)
     if p.size and (p.min() < 0 or p.max() > 1):
         bad = float(p.min()) if p.min() < 0 else float(p.max())
         raise RuntimeError(f"all elements of input should be between 0 and 1 (found {bad})")

@@ -14,7 +14,7 @@ import numpy as np
 
 from ...autograd.function import Op
 from ...autograd.grad_mode import no_grad
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 from ._utils import shape_str
 
 __all__ = ["batch_norm", "layer_norm", "normalize"]
@@ -35,7 +35,7 @@ class Rstd(Op):
     def backward(ctx, h):
         x, rstd = ctx.saved_tensors
         dims = ctx.dims
-        m = int(np.prod([x._data.shape[d] for d in dims]))
+        m = int(np.prod([array_of(x).shape[d] for d in dims]))
         centered = x - x.mean(dims, keepdim=True)
         return h * rstd * rstd * rstd * centered * (-1.0 / m), None, None
 
@@ -57,7 +57,7 @@ class Standardize(Op):
     def backward(ctx, g):
         x, xhat, rstd = ctx.saved_tensors
         dims = ctx.dims
-        rstd = Rstd.apply(x, rstd._data, dims)
+        rstd = Rstd.apply(x, array_of(rstd), dims)
         g_mean = g.mean(dims, keepdim=True)
         proj = (g * xhat).mean(dims, keepdim=True)
         return (g - g_mean - xhat * proj) * rstd, None, None, None
@@ -78,22 +78,22 @@ def _moments(a: np.ndarray, dims: tuple, eps: float) -> tuple:
 
 def _affine(y: Tensor, weight: Tensor | None, bias: Tensor | None, shape: tuple) -> Tensor:
     if weight is not None:
-        y = y * (weight.reshape(shape) if weight._data.shape != shape else weight)
+        y = y * (weight.reshape(shape) if array_of(weight).shape != shape else weight)
     if bias is not None:
-        y = y + (bias.reshape(shape) if bias._data.shape != shape else bias)
+        y = y + (bias.reshape(shape) if array_of(bias).shape != shape else bias)
     return y
 
 
 def _check_channels(name: str, t: Tensor | None, c: int) -> None:
-    if t is not None and t._data.size != c:
-        raise RuntimeError(f"{name} should contain {c} elements not {t._data.size}")
+    if t is not None and array_of(t).size != c:
+        raise RuntimeError(f"{name} should contain {c} elements not {array_of(t).size}")
 
 
 def _update_running(running: Tensor | None, batch: np.ndarray, momentum: float) -> None:
     if running is not None:
         with no_grad():
-            running.mul_(1.0 - momentum).add_(wrap(batch.reshape(running._data.shape)
-                                                   .astype(running._data.dtype) * momentum))
+            running.mul_(1.0 - momentum).add_(wrap(batch.reshape(array_of(running).shape)
+                                                   .astype(array_of(running).dtype) * momentum))
 
 
 def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor | None,
@@ -103,29 +103,29 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     shift. Training uses the batch's statistics and moves the running ones towards them
     (the running variance is the unbiased one); evaluation uses the running statistics."""
     x = input
-    if x._data.ndim < 2:
+    if array_of(x).ndim < 2:
         raise ValueError(f"batch_norm expects an input with a channel dimension (N, C, ...), "
-                         f"got input of size {shape_str(x._data.shape)}")
-    c = x._data.shape[1]
+                         f"got input of size {shape_str(array_of(x).shape)}")
+    c = array_of(x).shape[1]
     for name, t in (("running_mean", running_mean), ("running_var", running_var),
                     ("weight", weight), ("bias", bias)):
         _check_channels(name, t, c)
-    shape = (1, c) + (1,) * (x._data.ndim - 2)
-    dims = (0,) + tuple(range(2, x._data.ndim))
+    shape = (1, c) + (1,) * (array_of(x).ndim - 2)
+    dims = (0,) + tuple(range(2, array_of(x).ndim))
     if training:
-        n = x._data.size // c
+        n = array_of(x).size // c
         if n <= 1:
             raise ValueError("Expected more than 1 value per channel when training, got input "
                              f"size {x.shape!r}")
-        mean, var, rstd = _moments(x._data, dims, eps)
+        mean, var, rstd = _moments(array_of(x), dims, eps)
         _update_running(running_mean, mean, momentum)
         _update_running(running_var, var * (n / (n - 1)), momentum)
         y = Standardize.apply(x, mean, rstd, dims)
     else:
         if running_mean is None or running_var is None:
             raise RuntimeError("running_mean must be defined in evaluation mode")
-        rstd = 1.0 / np.sqrt(running_var._data.reshape(shape) + eps)
-        y = (x - running_mean.reshape(shape)) * wrap(rstd.astype(x._data.dtype, copy=False))
+        rstd = 1.0 / np.sqrt(array_of(running_var).reshape(shape) + eps)
+        y = (x - running_mean.reshape(shape)) * wrap(rstd.astype(array_of(x).dtype, copy=False))
     return _affine(y, weight, bias, shape)
 
 
@@ -137,17 +137,17 @@ def layer_norm(input: Tensor, normalized_shape: Any, weight: Tensor | None = Non
         else tuple(int(s) for s in normalized_shape)
     x = input
     k = len(shape)
-    if x._data.shape[x._data.ndim - k:] != shape or x._data.ndim < k:
+    if array_of(x).shape[array_of(x).ndim - k:] != shape or array_of(x).ndim < k:
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*, {', '.join(str(s) for s in shape)}], but got input of size"
-                           f"{shape_str(x._data.shape)}")
+                           f"{shape_str(array_of(x).shape)}")
     for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and t._data.shape != shape:
+        if t is not None and array_of(t).shape != shape:
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but "
-                               f"got {name} of shape {shape_str(t._data.shape)} and "
+                               f"got {name} of shape {shape_str(array_of(t).shape)} and "
                                f"normalized_shape = {shape_str(shape)}")
-    dims = tuple(range(x._data.ndim - k, x._data.ndim))
-    mean, _, rstd = _moments(x._data, dims, eps)
+    dims = tuple(range(array_of(x).ndim - k, array_of(x).ndim))
+    mean, _, rstd = _moments(array_of(x), dims, eps)
     y = LayerStandardize.apply(x, mean, rstd, dims)
     return _affine(y, weight, bias, shape)
 

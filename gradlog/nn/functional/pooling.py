@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from ...autograd.function import Op
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 from ._utils import pair, shape_str
 from ._windows import Geometry, kernel_views, padded, unpadded
 
@@ -70,9 +70,9 @@ def _tiles(geom: Geometry) -> bool:
 
 
 def _check_rank(input: Tensor, name: str) -> None:
-    if input._data.ndim not in (3, 4) or input._data.size == 0:
+    if array_of(input).ndim not in (3, 4) or array_of(input).size == 0:
         raise RuntimeError(f"{name}: non-empty 3D or 4D (batch mode) tensor expected for input, "
-                           f"got input of size {shape_str(input._data.shape)}")
+                           f"got input of size {shape_str(array_of(input).shape)}")
 
 
 def _lowest(dtype: np.dtype) -> Any:
@@ -133,8 +133,8 @@ class MaxPool2d(Op):
     @staticmethod
     def backward(ctx, g):
         x, out = ctx.saved_tensors
-        masks = first_max_masks(x._data, out._data, ctx.geom)
-        return MaxPoolScatter.apply(g, masks, ctx.geom, x._data.shape), None
+        masks = first_max_masks(array_of(x), array_of(out), ctx.geom)
+        return MaxPoolScatter.apply(g, masks, ctx.geom, array_of(x).shape), None
 
 
 class MaxPoolScatter(Op):
@@ -196,11 +196,11 @@ def max_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     """Max over each (dilated) window; with ``return_indices`` also the flat input index of
     each maximum, as ``(output, indices)``."""
     _check_rank(input, "max_pool2d")
-    geom = pool_geometry(input._data.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    geom = pool_geometry(array_of(input).shape, kernel_size, stride, padding, dilation, ceil_mode)
     out = MaxPool2d.apply(input, geom)
     if not return_indices:
         return out
-    masks = first_max_masks(input._data, out._data, geom)
+    masks = first_max_masks(array_of(input), array_of(out), geom)
     return out, wrap(_flat_indices(masks, geom))
 
 
@@ -269,7 +269,7 @@ def avg_pool2d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     _check_rank(input, "avg_pool2d")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    geom = pool_geometry(input._data.shape, kernel_size, stride, padding, 1, ceil_mode)
+    geom = pool_geometry(array_of(input).shape, kernel_size, stride, padding, 1, ceil_mode)
     divisor = _divisor(geom, pair(padding, "padding"), count_include_pad, divisor_override)
     return AvgPool2d.apply(input, geom, divisor)
 
@@ -286,12 +286,12 @@ def _adaptive_matrix(n: int, o: int, dtype: np.dtype) -> np.ndarray:
 def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     """Average over windows chosen so the output has ``output_size`` ((H, W), an int, or None
     entries to keep that input size). Uneven windows are two small matmuls."""
-    if input._data.ndim not in (3, 4):
+    if array_of(input).ndim not in (3, 4):
         raise RuntimeError(f"adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got "
-                           f"{shape_str(input._data.shape)}")
+                           f"{shape_str(array_of(input).shape)}")
     if not isinstance(output_size, (int, np.integer)) and len(output_size) != 2:
         raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
-    h, w = input._data.shape[-2:]
+    h, w = array_of(input).shape[-2:]
     sizes = (output_size,) * 2 if isinstance(output_size, (int, np.integer)) else output_size
     ho, wo = (h if sizes[0] is None else int(sizes[0]), w if sizes[1] is None else int(sizes[1]))
     if ho < 0 or wo < 0:
@@ -301,7 +301,7 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
         return input.mean((-2, -1), keepdim=True)
     if ho and wo and h % ho == 0 and w % wo == 0:
         return avg_pool2d(input, (h // ho, w // wo))
-    dtype = input._data.dtype
+    dtype = array_of(input).dtype
     rows = wrap(_adaptive_matrix(h, ho, dtype))
     cols = wrap(_adaptive_matrix(w, wo, dtype).T.copy())
     return rows.matmul(input.matmul(cols))

@@ -11,27 +11,18 @@ from typing import Any
 
 import numpy as np
 
-from ...autograd.function import Op
+from ...autograd.ops.activation import MaskMul
 from ...autograd.random import rng
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 
 __all__ = ["dropout"]
 
 
-class Dropout(Op):
-    """``x * mask`` for a constant (already scaled) mask; linear, so its own adjoint."""
+class Dropout(MaskMul):
+    """``x * mask`` for a constant, already scaled mask: the one masked product
+    (``MaskMul``) under PyTorch's node name for dropout."""
 
     node_name = "NativeDropoutBackward0"
-
-    @staticmethod
-    def forward(ctx, x, mask):
-        ctx.save_for_backward(mask)
-        return x * mask
-
-    @staticmethod
-    def backward(ctx, g):
-        (mask,) = ctx.saved_tensors
-        return Dropout.apply(g, mask._data), None
 
 
 def dropout_mask(shape: tuple, p: float, dtype: np.dtype, generator: Any = None) -> np.ndarray:
@@ -51,7 +42,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    mask = dropout_mask(input._data.shape, p, input._data.dtype, generator)
+    mask = dropout_mask(array_of(input).shape, p, array_of(input).dtype, generator)
     if inplace:
         return input.mul_(wrap(mask))
     return Dropout.apply(input, mask)

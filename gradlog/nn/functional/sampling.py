@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ...autograd.function import Op
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 from ._utils import shape_str
 
 __all__ = ["pad", "interpolate"]
@@ -52,7 +52,7 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
     pad = tuple(int(p) for p in pad)
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
-    ndim = input._data.ndim
+    ndim = array_of(input).ndim
     if len(pad) // 2 > ndim:
         raise RuntimeError(f"Padding length should be less than or equal to two times the input "
                            f"dimension but got padding length {len(pad)} and input of dimension "
@@ -60,7 +60,7 @@ def pad(input: Tensor, pad: Any, mode: str = "constant", value: float | None = N
     pairs = tuple((pad[i], pad[i + 1]) for i in range(0, len(pad), 2))[::-1]
     lead = ndim - len(pairs)
     for d, (a, b) in enumerate(pairs):
-        n = input._data.shape[lead + d]
+        n = array_of(input).shape[lead + d]
         if n + a + b < 0:
             raise RuntimeError(f"The input size {n}, plus negative padding {a} and {b} resulted "
                                f"in a negative output size, which is invalid. Check dimension "
@@ -140,20 +140,20 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None,
                          "linear | bilinear | bicubic | trilinear")
     if antialias:
         raise NotImplementedError("interpolate: antialias is not supported by gradlog")
-    ndim = input._data.ndim
+    ndim = array_of(input).ndim
     if mode == "bilinear" and ndim != 4:
         raise NotImplementedError(f"Got {ndim}D input, but bilinear mode needs 4D input")
     if ndim not in (3, 4):
         raise NotImplementedError(f"interpolate: expected 3D or 4D input (N, C, ...), got input "
-                                  f"of size {shape_str(input._data.shape)}")
-    if input._data.dtype.kind != "f":
+                                  f"of size {shape_str(array_of(input).shape)}")
+    if array_of(input).dtype.kind != "f":
         raise RuntimeError(f"interpolate: expected a floating-point input, got "
-                           f"{input._data.dtype}")
-    spatial = input._data.shape[2:]
+                           f"{array_of(input).dtype}")
+    spatial = array_of(input).shape[2:]
     out_size, factors = _output_size(spatial, size, scale_factor)
     if recompute_scale_factor:
         factors = (None,) * len(factors)
-    dtype = input._data.dtype
+    dtype = array_of(input).dtype
     mats = [_matrix(n, o, f, mode, bool(align_corners), dtype)
             for n, o, f in zip(spatial, out_size, factors)]
     out = input.matmul(wrap(np.ascontiguousarray(mats[-1].T)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...autograd.function import Op
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 from ._utils import shape_str
 
 __all__ = ["embedding", "one_hot"]
@@ -31,7 +31,7 @@ class Embedding(Op):
     @staticmethod
     def backward(ctx, g):
         (idx,) = ctx.saved_tensors
-        return EmbeddingScatter.apply(g, idx._data, ctx.padding_idx, ctx.rows), None, None
+        return EmbeddingScatter.apply(g, array_of(idx), ctx.padding_idx, ctx.rows), None, None
 
 
 class EmbeddingScatter(Op):
@@ -55,7 +55,7 @@ class EmbeddingScatter(Op):
     @staticmethod
     def backward(ctx, h):
         (idx,) = ctx.saved_tensors
-        return MaskedGather.apply(h, idx._data, ctx.padding_idx), None, None, None
+        return MaskedGather.apply(h, array_of(idx), ctx.padding_idx), None, None, None
 
 
 class MaskedGather(Op):
@@ -76,7 +76,7 @@ class MaskedGather(Op):
     @staticmethod
     def backward(ctx, gg):
         (idx,) = ctx.saved_tensors
-        return EmbeddingScatter.apply(gg, idx._data, ctx.padding_idx, ctx.rows), None, None
+        return EmbeddingScatter.apply(gg, array_of(idx), ctx.padding_idx, ctx.rows), None, None
 
 
 def check_indices(idx: np.ndarray, rows: int, what: str = "embedding") -> None:
@@ -98,11 +98,11 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     if max_norm is not None or scale_grad_by_freq or sparse:
         raise NotImplementedError("embedding: max_norm, scale_grad_by_freq and sparse are not "
                                   "supported by gradlog")
-    if weight._data.ndim != 2:
+    if array_of(weight).ndim != 2:
         raise RuntimeError(f"'weight' must be 2-D, got weight of size "
-                           f"{shape_str(weight._data.shape)}")
-    rows = weight._data.shape[0]
-    idx = input._data if isinstance(input, Tensor) else np.asarray(input)
+                           f"{shape_str(array_of(weight).shape)}")
+    rows = array_of(weight).shape[0]
+    idx = array_of(input) if isinstance(input, Tensor) else np.asarray(input)
     check_indices(idx, rows)
     if padding_idx is not None and padding_idx < 0:
         padding_idx += rows
@@ -111,7 +111,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
     """int64 one-hot encoding with a new last dimension of ``num_classes`` (or max + 1)."""
-    idx = tensor._data
+    idx = array_of(tensor)
     if idx.dtype != np.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if idx.size and idx.min() < 0:

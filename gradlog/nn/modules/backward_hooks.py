@@ -13,6 +13,7 @@ import warnings
 from typing import Any
 
 from ...autograd.function import Function
+from ...autograd.node import rebase
 from ...autograd.tensor import Tensor, wrap
 from .hooks import WrappedHook
 
@@ -172,18 +173,13 @@ def propagate_inplace_inputs(module: Any, original: tuple, wrapped: tuple) -> No
     for orig, new in zip(original, wrapped):
         if orig is new or not isinstance(new, Tensor):
             continue
-        node = new._grad_fn
-        if node is None or type(node).__name__ == "BackwardHookFunctionBackward":
+        node = new.grad_fn
+        if node is None or node.name() == "BackwardHookFunctionBackward":
             continue
-        if orig._grad_fn is None and orig._requires_grad:
+        if orig.is_leaf and orig.requires_grad:
             raise RuntimeError(f"a leaf Variable that requires grad is being used in an "
                                f"in-place operation (inside {type(module).__name__}.forward).")
-        orig._grad_fn = node
-        if new._output_nr:
-            orig._output_nr = new._output_nr
-        else:
-            orig.__dict__.pop("_output_nr", None)
-        orig.__dict__.pop("_hooks", None)
+        rebase(orig, node, new.output_nr)
 
 
 def register_legacy_hooks(module: Any, hooks: list, args: tuple, result: Any) -> None:

@@ -91,9 +91,12 @@ class Conv2d(_ConvNd):
     """2-d convolution over (N, C, H, W) or (C, H, W) input.
 
     Args:
-        in_channels, out_channels: channels of the input and of the output.
-        kernel_size, stride, dilation: ints or pairs.
+        in_channels: channels of the input.
+        out_channels: channels of the output.
+        kernel_size: int or pair.
+        stride: int or pair.
         padding: int, pair, ``'same'`` (stride 1 only) or ``'valid'``.
+        dilation: int or pair.
         groups: split the channels into groups convolved separately.
         bias: learn a per-output-channel bias.
     """

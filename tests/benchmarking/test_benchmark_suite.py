@@ -43,7 +43,21 @@ def test_quick_memory_measurements_run(tmp_path):
 
 def test_unknown_workload_is_refused(capsys):
     assert bench.main(["--quick", "--only", "W99"]) == 2
-    assert "unknown workload" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "unknown workload(s): W99" in err and "W7 torch-watch" in err
+
+
+def test_every_workload_has_its_own_name():
+    names = [w.name for w in bench.WORKLOADS.values()]
+    assert len(set(names)) == len(names) and all(names)
+    assert not set(names) & set(bench.WORKLOADS)
+
+
+def test_a_workload_is_chosen_by_name_and_printed_with_it(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    assert bench.main(["--quick", "--only", "dispatch", "--json", str(out)]) == 0
+    assert "\n== W3 dispatch\n" in capsys.readouterr().out
+    assert list(json.loads(out.read_text())["results"]) == ["W3"]
 
 
 def test_copies_take_turns_a_block_each_and_each_ends_its_own_block():

@@ -4,7 +4,7 @@ and checks that each wrote what it was given (the timings themselves are not ass
 import importlib.util
 import os
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_writer_benchmark_quick_run(tmp_path, capsys):

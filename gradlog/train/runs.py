@@ -1,5 +1,7 @@
-"""Run directories of ``gradlog train`` on disk: their default name, ``run.toml`` and the
-``checkpoint-<step>.npz`` files.
+"""What ``gradlog train`` keeps in a run directory: ``run.toml`` and the
+``checkpoint-<step>.npz`` files; and the file operations on a run directory, local or at a
+URL. Naming a new run directory and telling whether one holds a run is shared with
+``gl.watch`` (:mod:`gradlog.plugin.run_dirs`, re-exported here for the loop's modules).
 
 A checkpoint is one ``.npz`` written atomically by ``gl.save`` (no pickle), named by step so
 the newest is easy to find; the newest two are kept. What a checkpoint holds, and how resuming
@@ -12,15 +14,22 @@ ever shows a complete file.
 
 from __future__ import annotations
 
-import datetime
 import io
 import os
 import re
-import socket
 from typing import Any
 
-from .serialization import atomic_file, load, save
-from .tensorboard import storage
+from ..plugin.run_dirs import (
+    RUN_TOML,
+    claim_new_dir,
+    default_run_dir,
+    has_events,
+    has_file,
+    holds_run,
+    names,
+)
+from ..serialization import atomic_file, load, save
+from ..tensorboard import storage
 
 __all__ = ["default_run_dir", "claim_new_dir", "has_events", "holds_run", "checkpoints",
            "newest_checkpoint",
@@ -30,42 +39,12 @@ __all__ = ["default_run_dir", "claim_new_dir", "has_events", "holds_run", "check
 
 CHECKPOINT_FORMAT = "gradlog-run-checkpoint"
 CHECKPOINT_VERSION = 2  # 2: the run's configuration and its event files' positions inside
-RUN_TOML = "run.toml"
 _NAME = re.compile(r"^checkpoint-(\d{8})\.npz$")
 _TEMPORARY = re.compile(r"^\.checkpoint-\d{8}\.npz\..*\.tmp$")  # gl.save's, left by a kill
 KEEP = 2
 
 
-def default_run_dir(root: str = "runs") -> str:
-    """PyTorch's default: ``runs/<Mon DD_HH-MM-SS>_<hostname>``."""
-    stamp = datetime.datetime.now().strftime("%b%d_%H-%M-%S")
-    return os.path.join(root, f"{stamp}_{socket.gethostname()}")
-
-
-def claim_new_dir(path: str) -> str:
-    """Create the local directory ``path``, or ``path-1``, ``path-2``, ... if it exists, and
-    return the one created: runs started in the same second (a sweep launched from a loop)
-    each get a default directory of their own, taken atomically."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    for n in range(10_000):
-        candidate = path if n == 0 else f"{path}-{n}"
-        try:
-            os.mkdir(candidate)
-        except FileExistsError:
-            continue
-        return candidate
-    raise FileExistsError(f"no free run directory next to {path}")  # pragma: no cover
-
-
 # -- a run directory, local or at a URL ------------------------------------------------------
-
-def names(run_dir: str) -> list[str]:
-    """The names of the files (locally: and directories) in ``run_dir``; [] if it is none."""
-    if storage.is_url(run_dir):
-        return storage.names(run_dir)
-    path = storage.local_path(run_dir)
-    return sorted(os.listdir(path)) if os.path.isdir(path) else []
-
 
 def exists(run_dir: str) -> bool:
     if storage.is_url(run_dir):
@@ -77,12 +56,6 @@ def isdir(run_dir: str) -> bool:
     if storage.is_url(run_dir):
         return storage.isdir(run_dir)
     return os.path.isdir(storage.local_path(run_dir))
-
-
-def has_file(run_dir: str, name: str) -> bool:
-    if storage.is_url(run_dir):
-        return name in storage.names(run_dir)
-    return os.path.isfile(os.path.join(storage.local_path(run_dir), name))
 
 
 def read_text(path: str) -> str:
@@ -122,16 +95,6 @@ def _publish(path: str, data_or_writer) -> None:
 
 
 # -- events, checkpoints, run.toml ----------------------------------------------------------
-
-def has_events(run_dir: str) -> bool:
-    return any("tfevents" in name for name in names(run_dir))
-
-
-def holds_run(run_dir: str) -> bool:
-    """Whether ``run_dir`` already holds a run (event files, or ``gradlog train``'s
-    ``run.toml``): a new run there would log its steps again after the old ones'."""
-    return has_events(run_dir) or has_file(run_dir, RUN_TOML)
-
 
 def checkpoints(run_dir: str) -> list[tuple[int, str]]:
     """``(step, path)`` of every checkpoint in ``run_dir``, oldest first (a directory of a

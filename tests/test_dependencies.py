@@ -1,0 +1,133 @@
+"""Dependencies point down, as the README's architecture paragraph says: every import in every
+module of gradlog/ (at the top of a file or inside a function: a lazy import is a dependency
+too) goes to the module's own part or to a part in a lower layer, never up and never sideways
+to a peer of the same layer. Read from the source (the AST), so no import order or lazy
+loading can hide an edge."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "gradlog"
+
+# Bottom first. A part is a module or package of gradlog (the longest matching name wins);
+# parts in one layer are independent of each other.
+LAYERS: list[set[str]] = [
+    {"utils", "tensorboard", "starting", "progress", "dashboard"},  # nothing of gradlog
+    {"autograd"},
+    {"utils.checkpoint"},  # PyTorch's name for autograd's checkpointing: a re-export
+    {"distributed"},
+    {"nn"},
+    {"optim", "data"},
+    {"serialization"},
+    {"engines"},
+    {"plugin"},
+    {""},  # gradlog/__init__.py: the public face, re-exports only
+    {"examples", "integrations"},
+    {"train"},
+    {"inspect", "testing", "scaffold"},
+    {"doctor"},
+    {"cli"},
+]
+LEVEL = {part: level for level, parts in enumerate(LAYERS) for part in parts}
+
+
+def module_name(path: Path) -> str:
+    """``nn.modules.linear`` for gradlog/nn/modules/linear.py; ``""`` for gradlog/__init__.py."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def part_of(module: str) -> str:
+    """The part ``module`` belongs to: the longest name in LAYERS that is it or contains it."""
+    found = [p for p in LEVEL if p == "" or module == p or module.startswith(p + ".")]
+    return max(found, key=len)
+
+
+def exists(module: str) -> bool:
+    path = PACKAGE.joinpath(*module.split(".")) if module else PACKAGE
+    return path.with_suffix(".py").is_file() or path.is_dir()
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """``(line, module)`` of each gradlog module ``path`` imports (names relative to gradlog;
+    ``from . import x`` names the module x when there is one, else the package)."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = (["gradlog"] + package.split(".") if package else ["gradlog"])
+                base = base[:len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            names = [f"{source}.{a.name}" if exists(f"{source}.{a.name}"[8:]) else source
+                     for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name == "gradlog" or name.startswith("gradlog."):
+                out.append((node.lineno, name[len("gradlog."):] if name != "gradlog" else ""))
+    return out
+
+
+def violations() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        here = part_of(module_name(path))
+        for line, target in imported(path):
+            there = part_of(target)
+            if there != here and LEVEL[there] >= LEVEL[here]:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{line}: "
+                             f"{here or 'gradlog'} imports {target or 'gradlog'} "
+                             f"({'a peer' if LEVEL[there] == LEVEL[here] else 'a higher layer'})")
+    return found
+
+
+def test_every_module_imports_only_its_own_part_or_lower_layers():
+    assert violations() == []
+
+
+def test_utils_checkpoint_only_re_exports_autograds_checkpointing():
+    """The one module of utils above autograd defines nothing: utils.hooks and the rest sit
+    below autograd, so the mechanism must live in autograd itself."""
+    path = PACKAGE / "utils" / "checkpoint.py"
+    tree = ast.parse(path.read_text())
+    defined = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    assert defined == []
+    assert {target for _, target in imported(path)} == {"autograd.checkpoint"}
+
+
+def test_every_part_of_gradlog_has_a_layer():
+    parts = {module_name(p).split(".")[0] for p in PACKAGE.glob("*.py")} | \
+        {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert parts - set(LEVEL) == set()
+
+
+@pytest.mark.parametrize("source, line", [
+    ("autograd/tensor.py", "from ..nn import Module"),
+    ("nn/linear.py", "from ..optim import SGD"),
+    ("tensorboard/writer.py", "from ..utils.hooks import RemovableHandle"),
+    ("engines/gradlog.py", "import gradlog"),
+    ("plugin/watch.py", "from ..train import runs"),
+    ("optim/sgd.py", "from gradlog.data import DataLoader"),
+])
+def test_an_upward_or_sideways_import_is_found(tmp_path, monkeypatch, source, line):
+    """The check itself: each of these edges (against the order above) is reported."""
+    import shutil
+    copy = tmp_path / "gradlog"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    target = copy / source
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text((target.read_text() if target.exists() else "") + f"\n{line}\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", copy)
+    assert any(str(Path("gradlog", source)) in v for v in violations())
