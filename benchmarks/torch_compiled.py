@@ -62,7 +62,7 @@ def _contender(weights: list, batches: list, backend: str, plugins: list | None,
         steps.append(cycler(model, batches))
         if plugins is not None:
             watch = gl.watch(model.model, model.opt, logdir=os.path.join(logdir, str(i)),
-                             plugins=plugins)
+                             plugins=plugins, graph=False)  # the plugins' cost, no tracing
             flushes.append(watch.writer.flush)
             closers.append(watch.close)
     return Copies(steps, flushes if plugins is not None else None)
@@ -93,7 +93,7 @@ def _quick(logdir: str, weights: list, batches: list) -> dict[str, Any]:
     bare_model = CompiledMLP(weights, "aot_eager")
     bare = [bare_model.step(x, y) for x, y in batches * 2]
     model = CompiledMLP(weights, "aot_eager")
-    with gl.watch(model.model, model.opt, logdir=logdir, plugins=PLUGINS):
+    with gl.watch(model.model, model.opt, logdir=logdir, plugins=PLUGINS, graph=False):
         watched = [model.step(x, y) for x, y in batches * 2]
     check_close("W7c histogram+grad-norm", bare, watched, rtol=1e-5)
     return {"W7c": {"checked": {"compiled bare": bare}, "backend": "aot_eager"}}

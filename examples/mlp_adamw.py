@@ -7,6 +7,7 @@ every batch, and the probe sets the probing plugins use.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +18,12 @@ from gradlog.data import DataLoader, Shapes, TensorDataset
 
 @dataclass
 class Options:
-    """This file's own [train] settings (validated like the flags; misspellings are refused)."""
+    """This file's own [train] settings (validated like the flags; misspellings are refused),
+    and its own default for a common setting (lr)."""
 
+    lr: float = field(default=3e-3, metadata={
+        "help": "AdamW's learning rate (this file's default; --lr overrides it)", "min": 0,
+        "min_open": True})
     train_size: int = field(default=4000, metadata={"help": "training images", "min": 1})
     val_size: int = field(default=800, metadata={"help": "validation images", "min": 1})
 
@@ -28,9 +33,10 @@ def build(config: dict) -> dict[str, Any]:
     train = Shapes(int(config.get("train_size", Options.train_size)), seed=seed)
     val = Shapes(int(config.get("val_size", Options.val_size)), seed=seed + 1)
     size = train.images.shape[-1]
-    model = nn.Sequential(nn.Flatten(), nn.Linear(size * size, 256), nn.GELU(),
-                          nn.Dropout(0.1), nn.Linear(256, train.num_classes))
-    lr = float(config.get("lr", 3e-3))
+    model = nn.Sequential(OrderedDict([
+        ("flatten", nn.Flatten()), ("fc1", nn.Linear(size * size, 256)), ("gelu", nn.GELU()),
+        ("dropout", nn.Dropout(0.1)), ("fc2", nn.Linear(256, train.num_classes))]))
+    lr = float(config["lr"])
     optimizer = optim.AdamW(model.parameters(), lr=lr, weight_decay=1e-2)
     train_loader = DataLoader(TensorDataset(gl.from_numpy(train.images),
                                             gl.from_numpy(train.labels)),

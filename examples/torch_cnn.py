@@ -11,6 +11,7 @@ built-in Shapes images as torch tensors (no download, no torchvision).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +24,12 @@ from gradlog.data import Shapes
 
 @dataclass
 class Options:
-    """This file's own [train] settings (validated like the flags; misspellings are refused)."""
+    """This file's own [train] settings (validated like the flags; misspellings are refused),
+    and its own default for a common setting (lr)."""
 
+    lr: float = field(default=3e-3, metadata={
+        "help": "AdamW's learning rate (this file's default; --lr overrides it)", "min": 0,
+        "min_open": True})
     train_size: int = field(default=4000, metadata={"help": "training images", "min": 1})
     val_size: int = field(default=800, metadata={"help": "validation images", "min": 1})
     two_object_size: int = field(default=200, metadata={
@@ -32,13 +37,16 @@ class Options:
 
 
 def cnn(num_classes: int) -> nn.Module:
-    """Conv-BatchNorm-ReLU blocks, global average pooling, a linear classifier (module 8 is
+    """Conv-BatchNorm-ReLU blocks, global average pooling, a linear classifier (``conv3`` is
     the last conv: Grad-CAM's default layer)."""
-    return nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, num_classes))
+    return nn.Sequential(OrderedDict([  # named layers: grad-norm/conv1, not grad-norm/0
+        ("conv1", nn.Conv2d(1, 8, 3, padding=1)), ("bn1", nn.BatchNorm2d(8)),
+        ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(8, 16, 3, padding=1)), ("bn2", nn.BatchNorm2d(16)),
+        ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
+        ("conv3", nn.Conv2d(16, 32, 3, padding=1)), ("bn3", nn.BatchNorm2d(32)),
+        ("relu3", nn.ReLU()), ("avgpool", nn.AdaptiveAvgPool2d(1)), ("flatten", nn.Flatten()),
+        ("fc", nn.Linear(32, num_classes))]))
 
 
 def build(config: dict) -> dict[str, Any]:
@@ -49,7 +57,7 @@ def build(config: dict) -> dict[str, Any]:
                  seed=seed + 2)
     t = torch.from_numpy
     model = cnn(train.num_classes)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=float(config.get("lr", 3e-3)),
+    optimizer = torch.optim.AdamW(model.parameters(), lr=float(config["lr"]),
                                   weight_decay=1e-4)
     train_loader = DataLoader(TensorDataset(t(train.images), t(train.labels)),
                               batch_size=int(config.get("batch_size", 64)), shuffle=True,

@@ -10,6 +10,7 @@ each backward pass into the model's parameters and the model's forward drive the
 from __future__ import annotations
 
 import sys
+from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
@@ -18,9 +19,10 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import gradlog as gl
 from gradlog.data import Shapes
+from gradlog.progress import Progress
 
 PLUGINS = ["histogram:every=50", "grad-norm", "grad-clip:max_norm=1.0", "nan-guard",
-           "gradcam:layer=8,every=50", "adversarial:mode=fgsm,eval_size=100,eval_steps=10"]
+           "gradcam:layer=conv3,every=50", "adversarial:mode=fgsm,eval_size=100,eval_steps=10"]
 
 
 def main(epochs: int = 3, n: int = 3000, logdir: str | None = None) -> list[float]:
@@ -31,20 +33,24 @@ def main(epochs: int = 3, n: int = 3000, logdir: str | None = None) -> list[floa
     loader = DataLoader(TensorDataset(torch.from_numpy(train.images),
                                       torch.from_numpy(train.labels)),
                         batch_size=64, shuffle=True)
-    model = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                          nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16),
-                          nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(16, 32, 3, padding=1),
-                          nn.BatchNorm2d(32), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
-                          nn.Linear(32, 4))
+    model = nn.Sequential(OrderedDict([  # named layers: grad-norm/conv1, not grad-norm/0
+        ("conv1", nn.Conv2d(1, 8, 3, padding=1)), ("bn1", nn.BatchNorm2d(8)),
+        ("relu1", nn.ReLU()), ("pool1", nn.MaxPool2d(2)),
+        ("conv2", nn.Conv2d(8, 16, 3, padding=1)), ("bn2", nn.BatchNorm2d(16)),
+        ("relu2", nn.ReLU()), ("pool2", nn.MaxPool2d(2)),
+        ("conv3", nn.Conv2d(16, 32, 3, padding=1)), ("bn3", nn.BatchNorm2d(32)),
+        ("relu3", nn.ReLU()), ("avgpool", nn.AdaptiveAvgPool2d(1)), ("flatten", nn.Flatten()),
+        ("fc", nn.Linear(32, 4))]))
     opt = torch.optim.AdamW(model.parameters(), 3e-3)
     x_val, y_val = torch.from_numpy(val.images), torch.from_numpy(val.labels)
     probe_sets = {"probe": {"images": x_val[:8], "labels": y_val[:8]},
                   "validation": {"images": x_val, "labels": y_val}}
     epoch_losses = []
     with gl.watch(model, opt, logdir=logdir, plugins=PLUGINS, probe_sets=probe_sets) as run:
-        for _ in range(epochs):
+        for epoch in range(1, epochs + 1):
             model.train()
             losses = []
+            progress = Progress(len(loader), f"epoch {epoch}/{epochs}")  # as gradlog train's
             for x, y in loader:
                 x, y = run.batch(x, y)
                 opt.zero_grad()
@@ -53,6 +59,8 @@ def main(epochs: int = 3, n: int = 3000, logdir: str | None = None) -> list[floa
                 opt.step()
                 run.log_scalar("train/loss", loss)
                 losses.append(loss.item())
+                progress.update(len(losses), loss=losses[-1])
+            progress.close(loss=losses[-1])
             epoch_losses.append(sum(losses) / len(losses))
             model.eval()
             with torch.no_grad():

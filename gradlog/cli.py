@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+import textwrap
 from typing import Any
 
 import click
@@ -101,7 +102,10 @@ def main() -> None:
 @click.option("-p", "--plugin", "plugins", multiple=True, callback=_check_specs,
               metavar="NAME[:key=value,...]", help="Enable a plugin (repeatable).")
 @click.option("--no-default-plugins", "no_default_plugins", is_flag=True, default=None,
-              help="Do not enable nan-guard, histogram, grad-norm, gradcam and doctor.")
+              help="Do not enable nan-guard, histogram, grad-norm, gradcam, doctor and graph.")
+@click.option("--no-graph", "no_graph", is_flag=True, default=None,
+              help="Do not log the model's graph (the default graph plugin) for the Graphs "
+                   "tab.")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
               help="A TOML file: [train] settings and [plugins.NAME] tables.")
 @click.option("--strict-plugins", is_flag=True, default=None,
@@ -115,7 +119,7 @@ def main() -> None:
                    "across them; needs gradlog[mpi], or torch for a PyTorch build()).")
 def train(example: str | None, logdir: str | None, epochs: int | None,
           batch_size: int | None, lr: float | None, seed: int | None, plugins: tuple,
-          no_default_plugins: bool | None, config_file: str | None,
+          no_default_plugins: bool | None, no_graph: bool | None, config_file: str | None,
           strict_plugins: bool | None, resume: str | None, quiet: bool, nproc: int) -> None:
     """Train EXAMPLE and log to TensorBoard.
 
@@ -143,6 +147,7 @@ def train(example: str | None, logdir: str | None, epochs: int | None,
     options = TrainOptions(example=example, logdir=logdir, epochs=epochs, batch_size=batch_size,
                            lr=lr, seed=seed, plugins=plugins,
                            default_plugins=False if no_default_plugins else None,
+                           graph=False if no_graph else None,
                            config_file=config_file,
                            strict_plugins=True if strict_plugins else None, resume=resume,
                            quiet=quiet, nproc=nproc)
@@ -204,6 +209,7 @@ def plugins_show(name: str) -> None:
     Also its kind (observer or mutator), its order and the registries it touches. A plugin
     that fails to import prints its error and traceback and exits with status 1.
     """
+    from .plain_text import plain_text
     from .plugin.discovery import discover, load
     from .plugin.errors import PluginLoadError
     from .plugin.options import describe_options
@@ -215,7 +221,7 @@ def plugins_show(name: str) -> None:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     click.echo(f"{cls.name} ({cls.kind}, order {cls.order})\n")
-    click.echo((cls.__doc__ or "").strip() + "\n")
+    click.echo(plain_text(cls.__doc__) + "\n")
     options = describe_options(cls.Options)
     if not options:
         click.echo("options: none")
@@ -229,7 +235,7 @@ def plugins_show(name: str) -> None:
                          f"{o['max'] if o['max'] is not None else ''}]"
             click.echo(f"  {o['name']} ({o['type']}{bounds}, default {o['default']!r})")
             if o["help"]:
-                click.echo(f"      {o['help']}")
+                click.echo(textwrap.indent(plain_text(o["help"], width=82), " " * 6))
     touches = getattr(cls, "touches", None)
     if touches:
         click.echo(f"\nregistries it touches: {', '.join(touches)}")

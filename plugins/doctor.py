@@ -14,9 +14,13 @@ from typing import Any, Literal
 import numpy as np
 from gradlog_plugins.activation_stats import activation_kind, unit_stats
 
-from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with
+from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with, to_json
 from gradlog.doctor.trace import NONFINITE_TEXT
 from gradlog.plugin import Plugin, StopTraining
+
+# The findings so far as ``{"findings": [...]}`` (``gradlog doctor --json``'s form) in a JSON
+# code block: the Gradient flow tab marks the rows they name.
+FINDINGS_DATA = "doctor/findings_json"
 
 
 @dataclass
@@ -35,7 +39,8 @@ class Options:
     ignore: list[str] = field(default_factory=list, metadata={
         "help": "kinds not reported"})
     summary: bool = field(default=True, metadata={
-        "help": "print a summary of the findings when training ends"})
+        "help": "print a summary of the findings when training ends (with gradlog train "
+                "-q: one line on standard error, and only when there are findings)"})
     thresholds: dict = field(default_factory=dict, metadata={
         "help": "per rule, thresholds to replace, e.g. "
                 "{vanishing_gradient={relative=1e-3}} (see docs/plugins/doctor.md)"})
@@ -60,8 +65,10 @@ class Doctor(Plugin):
     again, in an internal pass, or else the first parameter in backward order whose gradient
     is) and logs it to ``doctor/nonfinite``. The rules run every ``check_every`` steps and at
     the end; each
-    finding is printed once, logged to the text ``doctor/findings``, and with
-    ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly.
+    finding is printed once, logged to the text ``doctor/findings`` (and every finding so far
+    as JSON to ``doctor/findings_json``: the Gradient flow tab marks the rows they name), and
+    with ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly. With ``gradlog
+    train -q`` the end-of-run summary is one line on stderr, only when there are findings.
     """
 
     name = "doctor"
@@ -218,7 +225,7 @@ class Doctor(Plugin):
         self._remove_hooks(run)
         self._check(run, final=True)
         if self.options.summary:
-            run.say(self.summary())
+            run.say(self.summary(), self.brief_summary())
 
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:
@@ -303,6 +310,10 @@ class Doctor(Plugin):
                 print(finding.line(), file=sys.stderr, flush=True)
         # one text event per check (TensorBoard keeps one text per tag and step)
         run.log_text("doctor/findings", "\n\n".join(map(_markdown, new)))
+        # and every finding so far, as JSON, for the Gradient flow tab's markers: its last
+        # event is all it needs, whatever TensorBoard's reservoir kept of the earlier ones
+        run.log_text(FINDINGS_DATA, "```json\n" + to_json(list(self.findings.values()))
+                     + "\n```")
         stop = [f for f in new
                 if self.options.action == "stop" or f.kind in self.options.stop_on]
         if stop and not final:
@@ -317,6 +328,15 @@ class Doctor(Plugin):
                           f"{'s' * (len(found) != 1)} (gradlog doctor LOGDIR for details)",
                           *(f"  {f.kind} in {', '.join(f.layers) or 'the whole run'} since "
                             f"step {f.first_step}" for f in found)])
+
+    def brief_summary(self) -> str | None:
+        """The one line a quiet console (``gradlog train -q``) prints: a run with findings
+        says so, since its finding lines may be far above; a healthy run says nothing."""
+        if not self.findings:
+            return None
+        kinds = sorted(self.findings.values(), key=lambda f: (f.first_step, f.kind))
+        return (f"doctor: {len(kinds)} finding{'s' * (len(kinds) != 1)} "
+                f"({', '.join(f.kind for f in kinds)}); gradlog doctor LOGDIR for details")
 
     def state_dict(self) -> dict:
         """The kinds already reported (a resumed run does not report them again) and whether

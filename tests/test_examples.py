@@ -37,12 +37,13 @@ def test_gradlog_train_runs_an_example_file(tmp_path):
     assert len(_scalars(run_dir, "lr-monitor/lr")) == 20
 
 
-def test_the_own_loop_example_trains_and_logs(tmp_path):
+def test_the_own_loop_example_trains_and_logs(tmp_path, capsys):
     spec = importlib.util.spec_from_file_location("own_loop", EXAMPLES / "own_loop.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     logdir = tmp_path / "own"
     acc = module.main(epochs=3, n=1500, logdir=str(logdir))
+    assert "epoch 3/3 [########################] 24/24  loss " in capsys.readouterr().out
     assert acc > 0.8
     steps = [s for s, _ in _scalars(logdir, "train/loss")]
     assert steps == list(range(len(steps))) and len(steps) == 3 * 24
@@ -62,23 +63,43 @@ def test_gradlog_train_runs_the_pytorch_example(tmp_path):
     assert _scalars(run_dir, "val/acc")[-1][1] > 0.5
     acc = EventAccumulator(str(run_dir), size_guidance={"images": 0})
     acc.Reload()
-    assert acc.Tags()["images"] == ["gradcam/8"]  # the default plugins, on torch
+    assert acc.Tags()["images"] == ["gradcam/conv3"]  # the default plugins, on torch
     assert sorted(run_dir.glob("checkpoint-*.npz"))
 
 
-def test_the_pytorch_loop_example_trains_and_logs(tmp_path):
+def test_the_pytorch_loop_example_trains_and_logs(tmp_path, capsys):
     pytest.importorskip("torch").set_num_threads(1)
     spec = importlib.util.spec_from_file_location("torch_loop", EXAMPLES / "torch_loop.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     logdir = tmp_path / "torch-loop"
     losses = module.main(epochs=2, n=640, logdir=str(logdir))
+    lines = capsys.readouterr().out.splitlines()  # the progress lines, as gradlog train's
+    assert [line.split(" [")[0] for line in lines if line.endswith("]")] == \
+        ["epoch 1/2"] * 4 + ["epoch 2/2"] * 4
+    assert "10/10  loss " in lines[3] and "steps/s" in lines[3]
     assert losses[1] < losses[0]  # it trains (accuracy needs more steps than a test allows)
     steps = [s for s, _ in _scalars(logdir, "train/loss")]
     assert steps == list(range(2 * 10))
     assert _scalars(logdir, "val/acc")
     for tag in ("grad-clip/norm_before", "grad-norm/global", "adversarial/robust_acc"):
         assert _scalars(logdir, tag), tag
+
+
+def test_the_pytorch_example_trains_at_its_own_learning_rate_unless_given_one():
+    pytest.importorskip("torch")
+    from gradlog.train.config import TrainOptions as Given
+    from gradlog.train.config import read_given, resolve
+    from gradlog.train.example import load_example
+    path = EXAMPLES / "torch_cnn.py"
+    module = load_example(str(path))  # as gradlog train loads it
+    tiny = {"train_size": 64, "val_size": 16, "two_object_size": 4}
+    for given, expected in (({}, 3e-3), ({"lr": 0.02}, 0.02)):
+        config, _ = resolve(read_given(Given(default_plugins=False, extra=tiny, **given)),
+                            str(path), module.Options)
+        assert config.settings["lr"] == expected
+        optimizer = module.build(config.settings)["optimizer"]
+        assert optimizer.param_groups[0]["lr"] == expected
 
 
 def test_the_lightning_example_trains_and_logs_beside_lightnings_logger(tmp_path):

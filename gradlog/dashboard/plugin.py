@@ -7,9 +7,11 @@ Routes, under ``/data/plugin/gradient_flow/``:
 - ``/index.js`` (importing ``/heatmap.js``, ``/chart.js``, ``/host.js``) and ``/style.css``:
   the frontend, an ES module TensorBoard loads in an iframe
   (``frontend_metadata().es_module_path``); no build step, no network access beyond this server.
-- ``/tags``: the metrics, and per run the tags that feed each of them.
+- ``/tags``: the metrics, and per run the tags that feed each of them, when the run was last
+  written, and whether it is only an hparams trial.
 - ``/heatmap?run=R&metric=M[&columns=N]``: the rows (layers in model order), at most N columns
-  of steps, the values and the flagged layers.
+  of steps, the values, the flagged layers, and the doctor's findings (``doctor``, and per
+  row the findings that name it, marked at their first step's column).
 - ``/series?run=R&tag=T``: one layer's points, for the chart a click on a row opens.
 """
 
@@ -23,6 +25,7 @@ from tensorboard.data import provider
 from tensorboard.plugins import base_plugin
 from werkzeug import wrappers
 
+from gradlog.dashboard.doctor import FINDINGS_TAG, first_column, parse_findings, row_findings
 from gradlog.dashboard.flow import Point, find_flags, heat_map, summarize, write_times
 from gradlog.dashboard.layers import model_order, modules, natural_key, owning_module, parameters
 from gradlog.dashboard.metrics import METRICS, layer_tags, metric_named
@@ -56,6 +59,14 @@ def _required(request, name: str) -> str:
     if value is None:
         raise errors.InvalidArgumentError(f"missing query parameter {name!r}")
     return value
+
+
+def _hparams_trial(run: str, tags) -> bool:
+    """A run that holds only an hparams trial (its metrics are ``hparam/...`` scalars), such
+    as the ``hparams`` run ``gradlog train`` writes below each run."""
+    if not tags:
+        return run.rpartition("/")[2] == "hparams"
+    return all(tag.startswith("hparam/") for tag in tags)
 
 
 class GradientFlowPlugin(base_plugin.TBPlugin):
@@ -108,13 +119,14 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
             run_tag_filter=provider.RunTagFilter(runs=[run], tags=tags))
         return data.get(run, {})
 
-    def _model_text(self, request, run: str) -> str | None:
-        """The run's ``model`` text (its repr, and its parameter table), or None."""
+    def _last_text(self, request, run: str, tag: str) -> str | None:
+        """The run's last text of ``tag`` (e.g. the ``model`` text: its repr, and its
+        parameter table), or None."""
         data = self._provider.read_tensors(
             plugin_util.context(request.environ),
             experiment_id=plugin_util.experiment_id(request.environ), plugin_name="text",
-            downsample=1, run_tag_filter=provider.RunTagFilter(runs=[run], tags=[MODEL_TAG]))
-        points = data.get(run, {}).get(MODEL_TAG)
+            downsample=1, run_tag_filter=provider.RunTagFilter(runs=[run], tags=[tag]))
+        points = data.get(run, {}).get(tag)
         if not points:
             return None
         text = points[-1].numpy.ravel()[0]
@@ -133,7 +145,10 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
         listing = self._list(request)
         runs = [{"run": run,
                  "tags": {m.key: sorted(layer_tags(m, listing.get(run, {})).values(),
-                                        key=natural_key) for m in METRICS}}
+                                        key=natural_key) for m in METRICS},
+                 "last_written": max((t.max_wall_time for t in listing.get(run, {}).values()),
+                                     default=None),
+                 "hparams_trial": _hparams_trial(run, listing.get(run, {}))}
                 for run in self._runs(request)]
         body = {"metrics": [m.describe() for m in METRICS], "runs": runs}
         return http_util.Respond(request, body, "application/json")
@@ -153,19 +168,25 @@ class GradientFlowPlugin(base_plugin.TBPlugin):
         data = self._read(request, run, list(tags.values()))
         series = {layer: [Point(d.step, d.wall_time, d.value) for d in data.get(tag, ())]
                   for layer, tag in tags.items()}
-        text = self._model_text(request, run)
+        text = self._last_text(request, run, MODEL_TAG)
         model = modules(text) if text is not None else None
         kinds = dict(model or ())
         order = model_order(series, [name for name, _ in model] if model else None,
                             write_times(series), parameters(text) if text is not None else None)
         body = heat_map(series, order, columns)
         flags = find_flags(series) if metric.flagged else {}
+        findings = parse_findings(self._last_text(request, run, FINDINGS_TAG))
         rows = []
         for layer in order:
             summary, marks = summarize(flags.get(layer, []), body["steps"])
+            doctor = row_findings(layer, findings)
+            marks += [[column, "doctor"] for column in sorted(
+                {first_column(f["first_step"], body["steps"]) for f in doctor} - {None})]
             rows.append({"layer": layer, "tag": tags[layer], "flags": summary, "marks": marks,
-                         "module": kinds.get(owning_module(layer, kinds), "")})
-        body.update(run=run, metric=metric.key, rows=rows,
+                         "module": kinds.get(owning_module(layer, kinds), ""),
+                         "doctor": [{k: f[k] for k in ("kind", "first_step", "message")}
+                                    for f in doctor]})
+        body.update(run=run, metric=metric.key, rows=rows, doctor=findings,
                     order="model" if model else "write order")
         return http_util.Respond(request, body, "application/json")
 

@@ -36,7 +36,7 @@ from .steps import StepDriver
 __all__ = ["Run"]
 
 
-def _print(text: str) -> None:
+def _print(text: str, brief: str | None = None) -> None:
     print(text, flush=True)
 
 
@@ -54,8 +54,9 @@ class Run:
     The engine (``run.engine``) is chosen from the model's type unless given. A plugin's
     failure is said through ``report(message)`` (a ``RuntimeWarning`` unless given;
     ``gradlog train`` prints it as one of its own lines); a plugin's information for the person
-    at the console (``run.say(text)``, e.g. an end-of-run summary) goes to ``say(text)`` (standard
-    output unless given; ``gradlog train``'s console, silent under ``--quiet``).
+    at the console (``run.say(text, brief)``, e.g. an end-of-run summary) goes to
+    ``say(text, brief)`` (``text`` to standard output unless given; ``gradlog train``'s console,
+    which under ``--quiet`` prints only ``brief``, a line on standard error, when there is one).
     ``hooks=False``: no hook of ``gl.watch`` is attached, the caller announces every boundary
     to ``run.driver`` (``gradlog train``'s loop, a framework's callbacks); ``scaler``: see
     ``gl.watch``.
@@ -74,7 +75,7 @@ class Run:
                  owns_writer: bool = True, engine: Any = None,
                  rank_writer: Callable[[int], Any] | None = None,
                  report: Callable[[str], None] | None = None, scaler: Any = None,
-                 hooks: bool = True, say: Callable[[str], None] | None = None) -> None:
+                 hooks: bool = True, say: Callable[[str, str | None], None] | None = None) -> None:
         self.engine = engine if engine is not None else engine_for(model)
         self.model = self.engine.local_module(model)
         self._given_model = model  # (a compiled or data-parallel wrapper: its root hook)

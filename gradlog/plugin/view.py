@@ -85,12 +85,14 @@ class PluginRun:
                  per_rank: bool = False) -> None:
         self._charged(self._run.log_text, tag, text, step, per_rank=per_rank)
 
-    def say(self, text: str) -> None:
+    def say(self, text: str, brief: str | None = None) -> None:
         """Information for the person at the console (one line or a few, e.g. a summary at the
-        end of the run): ``gradlog train``'s console (not with ``--quiet``), standard output
-        under ``gl.watch``. Rank 0's only."""
+        end of the run): ``gradlog train``'s console, standard output under ``gl.watch``.
+        ``brief``: the one line that matters even to a user who asked for quiet, printed
+        instead of ``text`` on standard error under ``gradlog train --quiet`` (None: nothing
+        then). Rank 0's only."""
         if self._run.rank == 0:
-            self._run.say(text)
+            self._run.say(text, brief)
 
     def _charged(self, log: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
         """``log(*args, **kwargs)``, the waits for the run's writer's full background queue

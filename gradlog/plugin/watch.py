@@ -17,7 +17,8 @@ __all__ = ["watch", "watch_driven"]
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
           strict: bool = False, config: Any = None, probe_sets: dict | None = None,
-          max_failures: int = 3, writer: Any = None, scaler: Any = None) -> Run:
+          max_failures: int = 3, writer: Any = None, scaler: Any = None,
+          graph: bool = True) -> Run:
     """Attach plugins to ``model`` and ``optimizer`` and log to TensorBoard in ``logdir``.
 
     ``model`` is a ``gradlog.nn.Module`` or a ``torch.nn.Module`` (with a
@@ -38,6 +39,9 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
         scaler: the loop's ``torch.amp.GradScaler``, so that a step it skips (inf or NaN
             gradients) is counted and logged as ``amp/skipped_steps`` (gradients are read
             unscaled with or without it: at the optimizer's step, after ``unscale_``).
+        graph: log the model's graph once, for TensorBoard's Graphs tab (the ``graph``
+            plugin, enabled first; a model that cannot be traced gets one warning line).
+            Only where the writer has ``add_graph``.
 
     The run starts with the text ``model``: the model's repr and its parameters (what the
     dashboard orders its layers by). Returns the started ``Run``; use it as a context manager
@@ -49,7 +53,8 @@ def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugi
     """
     return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
                   config=config, probe_sets=probe_sets, max_failures=max_failures,
-                  writer=writer, scaler=scaler, hooks=True, state=None, shares_dir=False)
+                  writer=writer, scaler=scaler, hooks=True, state=None, shares_dir=False,
+                  graph=graph)
 
 
 def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugins: Any = (),
@@ -77,16 +82,20 @@ def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugi
         cfg = _with_every(plugins, cfg, every)
     return _start(model, optimizer, logdir=logdir, plugins=plugins, strict=strict,
                   config=cfg, probe_sets=probe_sets, max_failures=max_failures,
-                  writer=None, scaler=None, hooks=False, state=state, shares_dir=True)
+                  writer=None, scaler=None, hooks=False, state=state, shares_dir=True,
+                  graph=False)  # a framework logs its graph itself (Lightning: log_graph)
 
 
 def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, strict: bool,
            config: Any, probe_sets: dict | None, max_failures: int, writer: Any, scaler: Any,
-           hooks: bool, state: dict | None, shares_dir: bool) -> Run:
+           hooks: bool, state: dict | None, shares_dir: bool, graph: bool) -> Run:
     """The run of ``watch`` and ``watch_driven``, started (its writer closed if it fails)."""
     engine = engine_for(model)
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
-    enabled = resolve_plugins(plugins, config=cfg)
+    # the graph plugin by default, where the writer can log graphs (gradlog.testing's
+    # MemoryWriter cannot)
+    graphs = graph and (writer is None or callable(getattr(writer, "add_graph", None)))
+    enabled = resolve_plugins(plugins, config=cfg, defaults=("graph",) if graphs else ())
     ranks = engine.collectives()
     owns = writer is None
     logdir = _new_run_dir(logdir, ranks, given_writer=not owns, shares_dir=shares_dir)

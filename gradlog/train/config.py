@@ -25,8 +25,11 @@ from .errors import UserError
 __all__ = ["DEFAULT_PLUGINS", "Settings", "TrainOptions", "Given", "RunConfig", "read_given",
            "resolve", "reconcile", "make_plugins", "recorded_plugins"]
 
-DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam", "doctor")
+DEFAULT_PLUGINS = ("nan-guard", "histogram", "grad-norm", "gradcam", "doctor", "graph")
 RECORD_FORMAT, RECORD_VERSION = "gradlog-run", 1
+_PLUGINS_NOTE = ("the plugins, in the order they were enabled (--resume enables them again in "
+                 "this order);\n# each runs at its dispatch order: lower first, equal orders "
+                 "in this list's order\n# ")
 TABLES = ("train", "plugins")
 
 
@@ -55,6 +58,7 @@ class TrainOptions:
     seed: int | None = None
     plugins: tuple = ()
     default_plugins: bool | None = None
+    graph: bool | None = None  # False: not the default graph plugin (--no-graph)
     config_file: str | None = None
     strict_plugins: bool | None = None
     resume: str | None = None
@@ -75,8 +79,11 @@ class Given:
     default_plugins: bool | None
     strict_plugins: bool | None
     config_file: str | None
+    graph: bool | None = None
 
     def plugins(self, defaults: tuple = ()) -> list[tuple[str, dict, Any]]:
+        if self.graph is False:
+            defaults = tuple(name for name in defaults if name != "graph")
         return merge_plugins(self.plugin_specs, defaults=defaults, config=self.file)
 
 
@@ -123,14 +130,15 @@ class RunConfig:
             raise ValueError(f"{where}: not a gradlog run configuration ({exc})") from None
 
     def to_toml(self, orders: dict[str, int]) -> str:
-        """``run.toml``: the record as TOML, each plugin's table after a comment with its
-        dispatch order."""
+        """``run.toml``: the record as TOML, the plugins in their enabling order, each table
+        after a comment with its dispatch order."""
         record = self.to_record()
         tables = [(("run",), record["run"], "gradlog train's configuration of this run: "
                    "`gradlog train --resume DIR` restores it"),
                   (("train",), record["train"], "")]
-        tables += [(("plugins", name), opts, f"order {orders.get(name, '?')}")
-                   for name, opts in record["plugins"].items()]
+        tables += [(("plugins", name), opts, (_PLUGINS_NOTE if i == 0 else "")
+                    + f"runs at order {orders.get(name, '?')}")
+                   for i, (name, opts) in enumerate(record["plugins"].items())]
         return toml_text.dumps(tables)
 
 
@@ -158,7 +166,8 @@ def read_given(options: TrainOptions) -> Given:
             settings[f.name] = (value, "--" + f.name.replace("_", "-"))
     return Given(settings, options.example, tuple(options.plugins), file,
                  options.default_plugins, options.strict_plugins,
-                 os.path.abspath(options.config_file) if options.config_file else None)
+                 os.path.abspath(options.config_file) if options.config_file else None,
+                 options.graph)
 
 
 def _check_run_dirs(options: TrainOptions) -> None:

@@ -1,5 +1,6 @@
 """Where ``gradlog train``'s words go: the summary, progress and results to ``out`` (the
-summary and progress not with ``--quiet``), warnings and errors to ``err``, one line each,
+summary and progress not with ``--quiet``, where a plugin's information may have a one-line
+``brief`` form for ``err``), warnings and errors to ``err``, one line each,
 prefixed ``warning:`` / ``error:`` (and, on ranks other than 0 of a data-parallel run, by the
 rank: ``rank 1: error: ...``). A progress line being redrawn on a terminal is ended before a
 warning, so the two never run into each other."""
@@ -19,11 +20,13 @@ class Console:
         self.progress: Progress | None = None
         self.last_error = ""  # the last error line (what a failed rank reports to --nproc)
 
-    def say(self, text: str) -> None:
-        """Information (not with ``--quiet``)."""
+    def say(self, text: str, brief: str | None = None) -> None:
+        """Information; with ``--quiet`` only ``brief`` (when given), as a line on ``err``."""
         if not self.quiet:
             self._end_progress()
             print(text, file=self.out)
+        elif brief:
+            self.notice(brief)
 
     def result(self, text: str) -> None:
         """What the command came to (always)."""

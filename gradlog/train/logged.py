@@ -31,11 +31,25 @@ def log_start_texts(run: Any, config: RunConfig, model: Any) -> None:
     run.log_text(MODEL_TEXT_TAG, model_text(model), 0)
 
 
+# TensorBoard's HParams table sorts its columns by name (those that differ between the runs
+# first): a plugin option's name starts with "~", after every letter, so that the training
+# settings come first.
+PLUGIN_HPARAM_PREFIX = "~"
+
+
+def hparam_values(config: RunConfig) -> dict[str, Any]:
+    """The trial's hyperparameters: the settings, then each plugin's options as
+    ``~plugin.option`` (single values only)."""
+    flat = flat_config(config)
+    settings = {"example", *config.settings}
+    return {(k if k in settings else PLUGIN_HPARAM_PREFIX + k): v for k, v in flat.items()
+            if isinstance(v, (int, float, str, bool))}
+
+
 def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:
     """One trial in ``run_dir/hparams``, at step 0: a run resumed after it was logged logs it
     again and hides the earlier copy (purge at step 0), so there is always one trial."""
-    hparams = {k: v for k, v in flat_config(config).items()
-               if isinstance(v, (int, float, str, bool))}
+    hparams = hparam_values(config)
     trial = storage.join(run_dir, "hparams")
     with open_writer(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
         writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v

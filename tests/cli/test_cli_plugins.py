@@ -59,6 +59,7 @@ def test_list_does_not_import_plugins_until_asked(fakes):
 
 
 def test_show_prints_the_options_of_a_builtin(runner):
+    from gradlog.plain_text import plain_text
     from gradlog.plugin import load
     result = runner.invoke(main, ["plugins", "show", "histogram"])
     assert result.exit_code == 0, result.output
@@ -69,9 +70,32 @@ def test_show_prints_the_options_of_a_builtin(runner):
         assert f"  {option['name']} ({option['type']}" in out
         assert f"default {option['default']!r}" in out
         if option["help"]:
-            assert option["help"] in out
+            assert " ".join(plain_text(option["help"]).split()) in " ".join(out.split())
     assert "every (int [1...], default 100)" in out
     assert "registries it touches:" in out
+
+
+@pytest.mark.parametrize("name", ["histogram", "doctor", "grad-clip", "adversarial", "graph"])
+def test_show_prints_the_docstring_as_plain_text_without_markup(runner, name):
+    from gradlog.plugin import load
+    out = runner.invoke(main, ["plugins", "show", name]).output
+    assert "`" not in out and ":mod:" not in out and ":class:" not in out
+    assert max(len(line) for line in out.split("options:")[0].splitlines()) <= 88
+    if name == "histogram":  # ``histogram/grad_raw/<param>`` in the docstring
+        flat = " ".join(out.split())
+        assert "unscaled by AMP): histogram/grad_raw/<param> in on_after_backward, before" in flat
+    assert " ".join(load(name).__doc__.split()[:3]).replace("`", "") in " ".join(out.split())
+
+
+def test_plain_text_removes_inline_markup_and_keeps_indented_blocks():
+    from gradlog.plain_text import plain_text
+    doc = """Uses ``a/b`` and `c`, see :class:`~.trace.Trace` and :mod:`gradlog.doctor`.
+
+        gradlog train -p x
+          --flag
+    """
+    assert plain_text(doc) == ("Uses a/b and c, see Trace and gradlog.doctor.\n\n"
+                               "gradlog train -p x\n  --flag")
 
 
 def test_show_prints_bounds_choices_and_help(runner, fakes):

@@ -5,7 +5,9 @@ The logdir holds what users make: ``train``, a run of ``gradlog train`` (tiny: 2
 user's own loop under ``gl.watch`` (grad-norm, and the update ratios that histogram writes as
 one event a step: their order comes from the model text gl.watch logs);
 ``synthetic``, a ``SummaryWriter`` run with known vanishing, exploding and non-finite values;
-and ``loss-only``, a run without any of the dashboard's tags.
+``doctored``, a loop under ``gl.watch`` with the doctor, whose ``stem`` was left out of the
+optimizer (the doctor finds it frozen); and ``loss-only``, a run without any of the
+dashboard's tags.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from gradlog.tensorboard import SummaryWriter
 TRAIN_PLUGINS = ("grad-norm:every=1", "histogram:every=1", "activation-stats:every=1")
 TINY = "[train]\ntrain_size = 256\nval_size = 64\ntwo_object_size = 8\n"
 TRAIN_STEPS = 4
+DOCTORED_STEPS = 6
 WATCHED_RATIOS = 'histogram:every=1,kinds=["update_ratio"]'
 WALL = 1_700_000_000.0
 # synthetic: per layer, written in this order at each step (so "write order" is enc, mid.0,
@@ -83,6 +86,20 @@ def watched_run(logdir: Path) -> None:
             opt.step()
 
 
+def doctored_run(logdir: Path) -> None:
+    """A layer left out of the optimizer: the doctor reports ``frozen_layer`` in ``stem``."""
+    gl.manual_seed(0)
+    model = Watched()
+    opt = optim.SGD([*model.body.parameters(), *model.head.parameters()], lr=0.1)
+    with gl.watch(model, opt, logdir=str(logdir),
+                  plugins=["grad-norm:every=1", "doctor:every=1,check_every=1"]):
+        for _ in range(DOCTORED_STEPS):
+            x, y = gl.randn(16, 4), gl.randint(0, 3, (16,))
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+
+
 def synthetic_run(logdir: Path) -> None:
     with SummaryWriter(str(logdir)) as writer:
         for step in range(6):
@@ -103,6 +120,7 @@ def make_logdir(root: Path) -> Path:
     gradlog_train(runs / "train", root / "tiny.toml")
     watched_run(runs / "watched")
     synthetic_run(runs / "synthetic")
+    doctored_run(runs / "doctored")
     loss_only_run(runs / "loss-only")
     return runs
 
@@ -213,7 +231,10 @@ LOADERS = [pytest.param("false", id="python-loader"),
 def all_loaded(server: TensorBoard) -> bool:
     """Every run of the logdir is readable, to its last step."""
     runs = {r["run"]: r["tags"] for r in server.get("/data/plugin/gradient_flow/tags")["runs"]}
-    if not {"train", "watched", "synthetic", "loss-only"} <= set(runs):
+    if not {"train", "watched", "synthetic", "doctored", "loss-only"} <= set(runs):
+        return False
+    if "doctor/findings_json/text_summary" not in \
+            server.get("/data/plugin/text/tags").get("doctored", []):
         return False
     last = server.get("/data/plugin/scalars/scalars", run="train", tag="train/loss")
     model = server.get("/data/plugin/text/tags").get("train", [])

@@ -21,6 +21,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.skipif(
 
 FRAME = "document.querySelector('iframe[src*=\"name=gradient_flow\"]')"
 DOC = f"{FRAME}?.contentDocument"
+PANELS = 4  # the runs the page shows: live, doctored, synthetic, train
 
 
 def panel(run: str) -> str:
@@ -62,7 +63,7 @@ class Page:
 @pytest.fixture(scope="module", params=LOADERS)
 def page(request, logdir, tmp_path_factory):
     root = tmp_path_factory.mktemp(f"browser-{request.param}")
-    for run in ("train", "synthetic"):
+    for run in ("train", "synthetic", "doctored"):
         shutil.copytree(logdir / run, root / "runs" / run)
     writer = SummaryWriter(str(root / "runs" / "live"))
     server = browser = None
@@ -76,7 +77,7 @@ def page(request, logdir, tmp_path_factory):
         (root / "profile").mkdir()
         page.browser = browser = Browser(str(root / "profile"))
         browser.navigate(f"{server.url}/#gradient_flow")
-        browser.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === 3")
+        browser.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === {PANELS}")
         page.artifacts = root
         yield page
     finally:
@@ -94,7 +95,7 @@ def test_the_tab_shows_each_run_side_by_side_with_a_row_per_layer(page):
                       ".map(t => t.textContent.trim())")
     assert "Gradient flow" in tabs or "GRADIENT FLOW" in [t.upper() for t in tabs], tabs
     runs = b.evaluate(f"Array.from({DOC}.querySelectorAll('.gf-panel')).map(p => p.dataset.run)")
-    assert runs == ["live", "synthetic", "train"]
+    assert runs == ["doctored", "live", "synthetic", "train"]
     layers = expected_layers("grad_norm")
     assert page.rows("train") == len(layers)
     labels = b.evaluate(f"Array.from({panel('train')}.querySelectorAll('.gf-label'))"
@@ -128,7 +129,7 @@ def test_each_run_can_have_its_own_colour_scale(page):
     legends = f"{DOC}.querySelectorAll('.gf-panel .gf-legend').length"
     assert b.evaluate(legends) == 0
     b.evaluate(f"{DOC}.querySelector('.gf-scale-choice input').click()")
-    b.wait_for(f"{legends} === 3")
+    b.wait_for(f"{legends} === {PANELS}")
     assert page.canvas_image("train") != shared  # the synthetic run's 1e-9 no longer counts
     b.evaluate(f"{DOC}.querySelector('.gf-scale-choice input').click()")
     b.wait_for(f"{legends} === 0 && {DOC}.querySelectorAll('.gf-toolbar .gf-legend').length")
@@ -167,7 +168,7 @@ def test_clicking_a_row_opens_its_chart_and_a_link_to_its_scalars(page):
     assert b.evaluate("decodeURIComponent(location.hash)") == \
         f"#scalars&tagFilter=^grad-norm/{layer}$"
     b.navigate(f"{page.server.url}/#gradient_flow")
-    b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === 3")
+    b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === {PANELS}")
 
 
 def test_reload_brings_the_new_steps_of_a_run_being_written(page):
@@ -193,7 +194,53 @@ def test_a_logdir_without_the_tags_gets_a_message_naming_the_plugins(page, logdi
         assert b.evaluate(f"{DOC}.querySelectorAll('.gf-panel').length") == 0
         assert "loss-only" in b.evaluate(f"{DOC}.querySelector('.gf-skipped').textContent")
         b.navigate(f"{page.server.url}/#gradient_flow")  # before its server goes away
-        b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === 3")
+        b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === {PANELS}")
+    finally:
+        other.stop()
+
+
+def test_a_doctor_finding_marks_its_row_at_its_first_step(page):
+    b = page.browser
+    doctored = panel("doctored")
+    badges = b.evaluate(f"Array.from({doctored}.querySelectorAll('.gf-label')).map(l => "
+                        "[l.firstChild.textContent, l.querySelector('.gf-doctor')?.title ?? null])")
+    assert [layer for layer, _ in badges] == ["stem", "body.1", "head"]
+    assert badges[0][1].startswith("doctor: frozen_layer since step 0: stem ")
+    assert badges[1][1] is None and badges[2][1] is None
+    line = b.evaluate(f"{doctored}.querySelector('.gf-doctor-findings').textContent")
+    assert line.startswith("Doctor: frozen_layer in stem since step 0")
+    assert b.evaluate(f"{panel('train')}.querySelector('.gf-doctor-findings')") is None
+    # the strip along the bottom edge of the stem row's first cell (18 px rows, 4 px strip),
+    # and none on the row below
+    pixel = ("(() => {{ const c = {p}.querySelector('canvas'); const r = devicePixelRatio || 1;"
+             " return Array.from(c.getContext('2d').getImageData(Math.floor(r), "
+             "Math.floor({y} * r), 1, 1).data.slice(0, 3)); }})()")
+    assert b.evaluate(pixel.format(p=doctored, y=15)) == [255, 127, 0]
+    assert b.evaluate(pixel.format(p=doctored, y=18 + 15)) != [255, 127, 0]
+
+
+def test_every_run_is_shown_up_to_the_limit_and_the_hidden_ones_are_named(page, tmp_path):
+    b = page.browser
+    for i in range(13):  # one more than the dashboard shows at first; a00 written first
+        with SummaryWriter(str(tmp_path / f"a{i:02d}")) as writer:
+            writer.add_scalar("grad-norm/fc", 1.0 + i, 0, walltime=1_700_000_000.0 + i)
+    with SummaryWriter(str(tmp_path / "a00" / "hparams")) as writer:
+        writer.add_hparams({"lr": 0.1}, {"hparam/val_loss": 1.0}, run_name=".")
+    other = TensorBoard(tmp_path, "false")
+    try:
+        page.servers += (other.url + "/",)
+        other.wait_for(lambda: len(other.get("/data/plugin/gradient_flow/tags")["runs"]) == 14)
+        b.navigate(f"{other.url}/#gradient_flow")
+        b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === 12")
+        shown = b.evaluate(f"Array.from({DOC}.querySelectorAll('.gf-panel'))"
+                           ".map(p => p.dataset.run)")
+        assert shown == [f"a{i:02d}" for i in range(1, 13)]
+        assert b.evaluate(f"{DOC}.querySelector('.gf-hidden').textContent") == (
+            "1 run hidden (at most 12 runs are shown at first, the most recently written): "
+            "a00. Tick them above to show them.")
+        assert b.evaluate(f"{DOC}.querySelector('.gf-skipped').textContent") == ""
+        b.navigate(f"{page.server.url}/#gradient_flow")  # before its server goes away
+        b.wait_for(f"{DOC}?.querySelectorAll('.gf-panel canvas').length === {PANELS}")
     finally:
         other.stop()
 

@@ -5,6 +5,7 @@ columns, and the vanishing / exploding flags."""
 from __future__ import annotations
 
 import ast
+import json
 import math
 from collections import OrderedDict
 from pathlib import Path
@@ -14,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradlog import nn
+from gradlog.dashboard.doctor import first_column, names_row, parse_findings, row_findings
 from gradlog.dashboard.flow import (
     Point,
     column_ranges,
@@ -168,3 +170,22 @@ def test_the_dashboard_depends_on_tensorboard_not_on_the_rest_of_gradlog():
                 imported.add("." * node.level + (node.module or ""))
     ours = {name for name in imported if name.startswith(("gradlog", "."))}
     assert ours and all(name.startswith("gradlog.dashboard.") for name in ours), ours
+
+
+def test_doctor_findings_are_read_from_its_json_block_and_name_rows_and_columns():
+    text = "```json\n" + json.dumps({"findings": [
+        {"kind": "frozen_layer", "layers": ["stem"], "first_step": 7, "evidence": {},
+         "message": "m", "advice": "a"},
+        {"kind": "loss_not_decreasing", "layers": [], "first_step": 0, "evidence": {},
+         "message": "n", "advice": ""}]}) + "\n```"
+    findings = parse_findings(text)
+    assert [(f["kind"], f["layers"], f["first_step"]) for f in findings] == [
+        ("frozen_layer", ["stem"], 7), ("loss_not_decreasing", [], 0)]
+    assert [f["kind"] for f in row_findings("stem", findings)] == ["frozen_layer"]
+    assert [f["kind"] for f in row_findings("stem.weight", findings)] == ["frozen_layer"]
+    assert row_findings("stem2", findings) == [] and row_findings("head", findings) == []
+    assert names_row("fc1.weight", "fc1") and not names_row("fc1", "fc10")
+    assert [first_column(s, [0, 5, 10]) for s in (-1, 0, 7, 10, 99)] == [0, 0, 1, 2, 2]
+    assert first_column(3, []) is None
+    assert parse_findings(None) == [] and parse_findings("not json") == []
+    assert parse_findings('{"findings": "x"}') == []

@@ -5,6 +5,7 @@ values, which must equal what the event files hold."""
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import re
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_the_frontend_is_served_as_written_and_fetches_nothing_from_elsewhere(se
         assert b"export async function render()" in body
 
 
-def test_tags_lists_each_metrics_tags_per_run(server):
+def test_tags_lists_each_metrics_tags_per_run(server, logdir):
     index = server.get(f"{ROUTE}/tags")
     assert [m["key"] for m in index["metrics"]] == list(METRICS)
     runs = {r["run"]: r["tags"] for r in index["runs"]}
@@ -73,6 +74,11 @@ def test_tags_lists_each_metrics_tags_per_run(server):
         f"activation-stats/{m}/dead_fraction" for m in expected_layers("dead_fraction"))
     assert runs["loss-only"] == {metric: [] for metric in METRICS}
     assert len(runs["watched"]["update_ratio"]) == 6 and len(runs["watched"]["grad_norm"]) == 3
+    trials = {r["run"] for r in index["runs"] if r["hparams_trial"]}
+    assert trials == {"train/hparams"}  # the trial gradlog train writes below its run
+    written = {r["run"]: r["last_written"] for r in index["runs"]}
+    assert written["synthetic"] == pytest.approx(max(
+        t for points in event_file_scalars(logdir / "synthetic").values() for _, t, _ in points))
 
 
 @pytest.mark.parametrize("metric", METRICS)
@@ -166,3 +172,35 @@ def test_a_run_without_the_tags_gets_an_empty_heat_map(server):
 def test_bad_requests_name_the_problem_and_the_values(server, route, query, status, message):
     code, text = server.error(f"{ROUTE}/{route}", **query)
     assert code == status and message in text, text
+
+
+def event_file_texts(run_dir: Path, tag: str) -> list[str]:
+    """The texts of ``tag`` in the run's event files, in order (TensorBoard's own parser)."""
+    found = []
+    for path in sorted(run_dir.glob("*tfevents*")):
+        for event in LegacyEventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag == tag:
+                    found.append(value.tensor.string_val[0].decode())
+    return found
+
+
+def test_the_doctors_findings_mark_the_rows_they_name_at_their_first_step(server, logdir):
+    body = server.get(f"{ROUTE}/heatmap", run="doctored", metric="grad_norm")
+    written = event_file_texts(logdir / "doctored", "doctor/findings_json/text_summary")[-1]
+    expected = json.loads(written.removeprefix("```json\n").removesuffix("\n```"))["findings"]
+    assert [(f["kind"], f["layers"], f["first_step"]) for f in expected] == [
+        ("frozen_layer", ["stem"], 0)]
+    assert [{k: f[k] for k in ("kind", "layers", "first_step", "message")}
+            for f in body["doctor"]] == [
+        {k: f[k] for k in ("kind", "layers", "first_step", "message")} for f in expected]
+    rows = {row["layer"]: row for row in body["rows"]}
+    assert list(rows) == ["stem", "body.1", "head"]
+    assert rows["stem"]["doctor"] == [{"kind": "frozen_layer", "first_step": 0,
+                                       "message": expected[0]["message"]}]
+    assert [0, "doctor"] in rows["stem"]["marks"]
+    for layer in ("body.1", "head"):
+        assert rows[layer]["doctor"] == [] and all(k != "doctor" for _, k in rows[layer]["marks"])
+    # a run without the doctor has no findings and no marker
+    train = server.get(f"{ROUTE}/heatmap", run="train", metric="grad_norm")
+    assert train["doctor"] == [] and all(row["doctor"] == [] for row in train["rows"])

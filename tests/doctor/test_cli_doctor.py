@@ -83,3 +83,53 @@ def test_gradlog_train_runs_the_doctor_by_default_and_ends_with_its_summary(tmp_
                                     "--no-default-plugins", "--config", str(config),
                                     "--logdir", str(tmp_path / "off"), "-q"])
     assert off.exit_code == 0 and "doctor" not in off.output
+
+
+def _tiny_config(tmp_path):
+    config = tmp_path / "tiny.toml"
+    config.write_text("[train]\ntrain_size = 64\nval_size = 32\nimage_size = 16\n"
+                      "two_object_size = 8\n")
+    return str(config)
+
+
+def test_quiet_train_still_says_in_one_line_on_stderr_that_the_run_has_findings(tmp_path):
+    # a learning rate 20,000x too high: the doctor finds something within 8 steps
+    result = CliRunner().invoke(main, [
+        "train", "--epochs", "2", "--batch-size", "16", "--config", _tiny_config(tmp_path),
+        "--logdir", str(tmp_path / "run"), "--lr", "1000", "-p", "doctor:every=1,check_every=1",
+        "-q"])
+    assert result.exit_code == 0, result.output
+    assert "doctor" not in result.stdout  # no summary table on standard output
+    lines = [line for line in result.stderr.splitlines() if line.startswith("doctor: ")]
+    assert lines, result.stderr
+    found = [line.split()[1] for line in lines[:-1]]  # each finding's line, when first seen
+    head, kinds = lines[-1].split(" (", 1)
+    assert head == f"doctor: {len(found)} findings" and len(found) >= 1
+    assert sorted(kinds.split(")")[0].split(", ")) == sorted(found)
+    assert lines[-1].endswith("; gradlog doctor LOGDIR for details")
+
+
+def test_quiet_train_of_a_healthy_run_says_nothing_of_the_doctor(tmp_path):
+    result = CliRunner().invoke(main, [
+        "train", "--epochs", "2", "--batch-size", "16", "--config", _tiny_config(tmp_path),
+        "--logdir", str(tmp_path / "run"), "-q"])
+    assert result.exit_code == 0, result.output
+    assert "doctor" not in result.output
+
+
+def test_p_doctor_configures_the_default_doctor_not_a_second_one(tmp_path):
+    """``-p doctor:...`` on top of the default plugins: one doctor, the user's options over
+    the defaults' (the same for a ``[plugins.doctor]`` table)."""
+    import tomllib
+    result = CliRunner().invoke(main, [
+        "train", "--epochs", "2", "--batch-size", "16", "--config", _tiny_config(tmp_path),
+        "--logdir", str(tmp_path / "run"), "-p", "doctor:every=5,summary=false"])
+    assert result.exit_code == 0, result.output
+    assert "doctor summary" not in result.output
+    assert result.output.count("doctor (observer") == 1
+    recorded = tomllib.loads((tmp_path / "run" / "run.toml").read_text())["plugins"]
+    assert list(recorded).count("doctor") == 1
+    assert recorded["doctor"]["every"] == 5 and recorded["doctor"]["summary"] is False
+    from gradlog.doctor import read_trace
+    steps = read_trace(str(tmp_path / "run")).scalars["doctor/grad_norm"]
+    assert sorted(steps) == [0, 5]  # 8 steps (2 epochs of 4), measured every 5th

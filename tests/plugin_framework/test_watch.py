@@ -347,7 +347,8 @@ def test_state_dict_leaves_out_an_observers_state_a_checkpoint_cannot_hold(tmp_p
     plugins = [_Stateful(make, opaque=True), Recorder()]
     good = _Stateful(make, opaque=False)
     good.name = "stateful-ok"
-    with gl.watch(model, opt, logdir=str(tmp_path), plugins=[*plugins, good]) as run:
+    with gl.watch(model, opt, logdir=str(tmp_path), plugins=[*plugins, good],
+                  graph=False) as run:
         with pytest.warns(RuntimeWarning) as caught:
             state = run.state_dict()
     (warning,) = [w for w in caught if "plugin 'stateful'" in str(w.message)]

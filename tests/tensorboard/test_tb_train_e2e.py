@@ -105,4 +105,9 @@ def test_text_and_hparams(server):
     experiment = server.wait_for(lambda: server.post_json(
         "/data/plugin/hparams/experiment", {"experimentName": ""}).get("hparamInfos"))
     names = {h["name"] for h in experiment}
-    assert {"lr", "epochs", "grad-clip.max_norm"} <= names
+    assert {"lr", "epochs", "~grad-clip.max_norm"} <= names
+    # the table's columns: in each group (differing between runs or not), settings first
+    for differs in (True, False):
+        group = [h["name"] for h in experiment if bool(h.get("differs")) == differs]
+        plugin_options = [name.startswith("~") for name in group]
+        assert plugin_options == sorted(plugin_options), group

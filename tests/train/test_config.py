@@ -62,9 +62,21 @@ def _config(**settings) -> RunConfig:
 def test_run_toml_reads_back_into_the_same_configuration():
     config = replace(_config(), config_file="/x/tiny.toml", strict_plugins=True)
     text = config.to_toml({"nan-guard": 0, "grad-clip": 10})
-    assert "# order 10\n[plugins.grad-clip]\nmax_norm = 0.1\n" in text
+    assert "# runs at order 10\n[plugins.grad-clip]\nmax_norm = 0.1\n" in text
     assert RunConfig.from_record(tomllib.loads(text), "run.toml") == config
     assert RunConfig.from_record(config.to_record(), "checkpoint") == config
+
+
+def test_run_toml_lists_the_plugins_in_enabling_order_and_says_so():
+    config = RunConfig("shapes", {"epochs": 1}, [("histogram", {}), ("grad-clip", {}),
+                                                 ("nan-guard", {})])
+    text = config.to_toml({"histogram": 100, "grad-clip": 10, "nan-guard": 0})
+    tables = [line for line in text.splitlines() if line.startswith("[plugins.")]
+    assert tables == ["[plugins.histogram]", "[plugins.grad-clip]", "[plugins.nan-guard]"]
+    assert text.count("in the order they were enabled") == 1
+    assert "# runs at order 100\n[plugins.histogram]" in text
+    assert [p for p, _ in RunConfig.from_record(tomllib.loads(text), "run.toml").plugins] == [
+        "histogram", "grad-clip", "nan-guard"]
 
 
 @pytest.mark.parametrize("record, says", [
@@ -114,9 +126,33 @@ def test_resolve_takes_flags_over_the_toml_over_the_defaults(tmp_path):
                                "train_size": 64, "val_size": 1000, "image_size": 32,
                                "two_object_size": 200}
     assert [p.name for p in plugins] == ["nan-guard", "histogram", "grad-norm", "gradcam", "doctor",
-                                         "grad-clip", "lr-monitor"]
+                                         "graph", "grad-clip", "lr-monitor"]
     assert dict(config.plugins)["grad-clip"]["max_norm"] == 0.3
     assert config.config_file == str(path)
+
+
+@dataclass
+class OwnDefaults:
+    """An example's Options that declares its own defaults for two common settings."""
+
+    lr: float = field(default=3e-3, metadata={"min": 0, "min_open": True})
+    epochs: int = field(default=2, metadata={"min": 1})
+    width: int = 8
+
+
+def test_an_examples_options_set_its_own_defaults_for_the_common_settings(tmp_path):
+    config, _ = resolve(_given(default_plugins=False), "own.py", OwnDefaults)
+    assert config.settings == {"epochs": 2, "batch_size": 64, "lr": 3e-3, "seed": 0,
+                               "width": 8}
+    config, _ = resolve(_given(default_plugins=False, lr=0.1), "own.py", OwnDefaults)
+    assert (config.settings["lr"], config.settings["epochs"]) == (0.1, 2)
+    path = tmp_path / "c.toml"
+    path.write_text("[train]\nlr = 0.01\nepochs = 4\n")
+    config, _ = resolve(_given(default_plugins=False, config_file=str(path), epochs=5),
+                        "own.py", OwnDefaults)
+    assert (config.settings["lr"], config.settings["epochs"]) == (0.01, 5)
+    with pytest.raises(UserError, match=r"bad value 0\.0 for --lr"):
+        resolve(_given(default_plugins=False, lr=0.0), "own.py", OwnDefaults)
 
 
 def test_reconcile_keeps_the_record_and_lets_epochs_grow():

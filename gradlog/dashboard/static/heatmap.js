@@ -1,6 +1,8 @@
 // One run's heat map on a canvas: a row per layer, a column per step (or step range), a
 // colour per value on a scale (shared by the runs shown, or the run's own), flagged cells
-// marked by a strip along their top edge; hovering a cell reports it, clicking selects its row.
+// marked by a strip along their top edge, the doctor's findings by a strip along the bottom
+// edge of their first step's cell and a badge on the row; hovering a cell reports it,
+// clicking selects its row.
 
 const ROW_HEIGHT = 18;
 const MAX_CELL_WIDTH = 24;
@@ -9,7 +11,7 @@ const MARK_HEIGHT = 4;
 const STOPS = [[68, 1, 84], [72, 40, 120], [62, 74, 137], [49, 104, 142], [38, 130, 142],
                [31, 158, 137], [53, 183, 121], [109, 205, 89], [180, 222, 44], [253, 231, 37]];
 export const SPECIAL = {missing: '#eeeeee', zero: '#000000', nonfinite: '#e4002b'};
-const MARK_COLOURS = {exploding: '#e4002b', vanishing: '#00a2ff'};
+const MARK_COLOURS = {exploding: '#e4002b', vanishing: '#00a2ff', doctor: '#ff7f00'};
 
 // JSON carries non-finite values as the strings TensorBoard uses: "NaN", "Infinity".
 export function element(tag, className, text) {
@@ -138,6 +140,12 @@ export class HeatMap {
       badge.title = `${flag.kind}: ${flag.count} point(s), first ${flag.detail}`;
       label.append(badge);
     }
+    if (row.doctor.length) {
+      const badge = element('span', 'gf-badge gf-doctor', '\u271a');
+      badge.title = row.doctor.map((f) => `doctor: ${f.kind} since step ${f.first_step}: `
+          + f.message).join('\n');
+      label.append(badge);
+    }
     label.addEventListener('click', select);
     return label;
   }
@@ -156,9 +164,11 @@ export class HeatMap {
       context.fillRect(c * this.cellWidth, r * ROW_HEIGHT, this.cellWidth, ROW_HEIGHT - 1);
     }));
     // A flagged cell gets a strip along its top edge, which leaves its colour readable.
+    // A doctor's finding gets one along the bottom edge of its first step's cell.
     this.data.rows.forEach((row, r) => row.marks.forEach(([c, kind]) => {
       context.fillStyle = MARK_COLOURS[kind];
-      context.fillRect(c * this.cellWidth, r * ROW_HEIGHT, this.cellWidth, MARK_HEIGHT);
+      const top = kind === 'doctor' ? (r + 1) * ROW_HEIGHT - 1 - MARK_HEIGHT : r * ROW_HEIGHT;
+      context.fillRect(c * this.cellWidth, top, this.cellWidth, MARK_HEIGHT);
     }));
     this.scale = scale;
   }
@@ -183,10 +193,13 @@ export class HeatMap {
     const {row, column} = cell;
     const [first, last] = [this.data.steps[column], this.data.step_ends[column]];
     const value = this.data.values[row][column];
-    const marks = this.data.rows[row].marks.filter(([c]) => c === column).map(([, k]) => k);
+    const marks = this.data.rows[row].marks.filter(([c]) => c === column)
+        .map(([, k]) => k).filter((k) => k !== 'doctor');
+    const doctor = this.data.rows[row].doctor.map((f) => `doctor: ${f.kind} since step `
+        + `${f.first_step}`);
     const lines = [`layer ${this.data.rows[row].layer}`,
                    first === last ? `step ${first}` : `steps ${first}\u2013${last} (largest)`,
-                   `value ${formatValue(value)}`, ...marks];
+                   `value ${formatValue(value)}`, ...marks, ...doctor];
     this.tooltip.textContent = lines.join('\n');
     this.tooltip.hidden = false;
     Object.assign(this.tooltip.style, {left: `${event.pageX + 12}px`, top: `${event.pageY + 12}px`});

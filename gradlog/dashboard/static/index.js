@@ -7,7 +7,10 @@ import {showLayer} from './chart.js';
 import {ColourScale, element, HeatMap, legend, toNumber} from './heatmap.js';
 import {connectToHost} from './host.js';
 
-const DEFAULT_RUNS = 4; // runs shown side by side until the user picks
+// TensorBoard tells an iframed plugin every run (experimental.GetRuns), not which ones its run
+// selector has ticked: until the user picks here, every run with data is shown, at most
+// MAX_RUNS of them (the most recently written), and the others are named as hidden.
+const MAX_RUNS = 12;
 
 async function getJson(path) {
   const response = await fetch(path);
@@ -26,6 +29,12 @@ function flagSummary(data) {
       + row.flags.map((f) => `${f.kind} (${f.count}\u00d7, from step ${f.first_step})`)
           .join(' and '));
   return layers.length ? `Flagged: ${layers.join('; ')}.` : 'No layer flagged.';
+}
+
+function doctorSummary(data) {
+  return 'Doctor: ' + data.doctor.map((f) => `${f.kind} in `
+      + `${f.layers.length ? f.layers.join(', ') : 'the whole run'} since step ${f.first_step}`)
+      .join('; ') + ' (\u271a on the rows it names; gradlog doctor LOGDIR for details).';
 }
 
 function layoutNote(data) {
@@ -57,10 +66,12 @@ class Dashboard {
     this.toolbar.append(this.metricSwitch, this.runPicker, this.scaleChoice, this.legendSlot);
     this.message = element('div', 'gf-message');
     this.panels = element('div', 'gf-panels');
+    this.hidden = element('p', 'gf-hidden');
     this.skipped = element('p', 'gf-skipped');
     this.tooltip = element('pre', 'gf-tooltip');
     this.tooltip.hidden = true;
-    root.replaceChildren(this.toolbar, this.message, this.panels, this.skipped, this.tooltip);
+    root.replaceChildren(this.toolbar, this.message, this.hidden, this.panels, this.skipped,
+                         this.tooltip);
     window.addEventListener('resize', () => this.drawMaps());
   }
 
@@ -92,8 +103,26 @@ class Dashboard {
 
   shownRuns() {
     const withData = this.runs.filter(hasData);
-    const chosen = this.selected ?? new Set(withData.slice(0, DEFAULT_RUNS).map((r) => r.run));
+    const chosen = this.selected ?? new Set(withData.map((r) => r.run)
+        .sort((a, b) => this.lastWritten(b) - this.lastWritten(a)).slice(0, MAX_RUNS));
     return withData.filter((run) => chosen.has(run.run));
+  }
+
+  lastWritten(name) {
+    return this.runs.find((run) => run.run === name).last_written ?? 0;
+  }
+
+  hiddenNote(shown) {
+    const names = new Set(shown.map((run) => run.run));
+    const hidden = this.runs.filter((run) => hasData(run) && !names.has(run.run));
+    if (!hidden.length) {
+      return '';
+    }
+    const why = this.selected === null
+        ? `at most ${MAX_RUNS} runs are shown at first, the most recently written`
+        : 'unticked';
+    return `${hidden.length} run${hidden.length > 1 ? 's' : ''} hidden (${why}): `
+        + `${hidden.map((run) => run.run).join(', ')}. Tick them above to show them.`;
   }
 
   renderControls() {
@@ -137,10 +166,13 @@ class Dashboard {
 
   async renderPanels(generation) {
     const metric = this.metrics.find((m) => m.key === this.metric);
-    const without = this.runs.filter((run) => !hasData(run)).map((run) => run.run);
+    // an hparams trial (the run gradlog train writes below each run) is no run of its own
+    const without = this.runs.filter((run) => !hasData(run) && !run.hparams_trial)
+        .map((run) => run.run);
+    const shown = this.shownRuns();
+    this.hidden.textContent = this.hiddenNote(shown);
     this.skipped.textContent = without.length
         ? `Not shown, no gradient-flow tags: ${without.join(', ')}.` : '';
-    const shown = this.shownRuns();
     const maps = await Promise.all(shown.map((run) => (run.tags[metric.key].length === 0
         ? null
         : getJson(`./heatmap?${new URLSearchParams({run: run.run, metric: metric.key})}`))));
@@ -182,6 +214,9 @@ class Dashboard {
     }
     if (metric.flagged) {
       section.append(element('p', 'gf-flags', flagSummary(data)));
+    }
+    if (data.doctor.length) {
+      section.append(element('p', 'gf-doctor-findings', doctorSummary(data)));
     }
     const detail = element('div', 'gf-detail');
     const map = new HeatMap(section, data, this.tooltip,

@@ -1,0 +1,41 @@
+"""The hparams trial ``gradlog train`` logs: the settings' columns come before the plugins'
+options in TensorBoard's HParams table, which sorts them by name (differing ones first)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+from tensorboard.plugins.hparams import backend_context, metadata, plugin_data_pb2
+
+from gradlog.train.config import RunConfig
+from gradlog.train.logged import log_hparams
+
+
+def _experiment(trial: Path):
+    for path in sorted(trial.glob("*tfevents*")):
+        for event in EventFileLoader(str(path)).Load():
+            for value in event.summary.value:
+                if value.tag == metadata.EXPERIMENT_TAG:
+                    return plugin_data_pb2.HParamsPluginData.FromString(
+                        value.metadata.plugin_data.content).experiment
+    raise AssertionError(f"no experiment in {trial}")
+
+
+def test_tensorboard_shows_the_settings_before_the_plugin_options(tmp_path):
+    config = RunConfig("shapes", {"epochs": 2, "batch_size": 64, "lr": 0.05, "seed": 0},
+                       [("grad-clip", {"agc_clipping": 0.01, "max_norm": 1.0, "mode": "norm"}),
+                        ("doctor", {"every": 20})])
+    log_hparams(str(tmp_path), config, {"val/loss": 0.5})
+    experiment = _experiment(tmp_path / "hparams")
+    assert [i.name for i in experiment.hparam_infos] == [
+        "example", "epochs", "batch_size", "lr", "seed", "~grad-clip.agc_clipping",
+        "~grad-clip.max_norm", "~grad-clip.mode", "~doctor.every"]
+    # what TensorBoard does to the columns (differing ones first, then by name): here lr
+    # and a plugin option differ between the runs compared
+    for info in experiment.hparam_infos:
+        info.differs = info.name in ("lr", "~grad-clip.agc_clipping")
+    backend_context._sort_and_reduce_to_hparams_limit(experiment)
+    assert [i.name for i in experiment.hparam_infos] == [
+        "lr", "~grad-clip.agc_clipping", "batch_size", "epochs", "example", "seed",
+        "~doctor.every", "~grad-clip.max_norm", "~grad-clip.mode"]
