@@ -25,6 +25,7 @@ WORKLOADS = {
     "W8": "distributed",
     "W9": "doctor",
     "W10": "lightning",
+    "W11": "huggingface", "W12": "huggingface",  # hf-trainer, accelerate
 }
 
 
