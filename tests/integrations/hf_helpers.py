@@ -36,6 +36,17 @@ def norm(grads) -> float:
     return float(np.sqrt(sum((g ** 2).sum() for g in grads)))
 
 
+def assert_histograms_are(events, step: int, grads: dict) -> None:
+    """gradlog's raw and final gradient histograms at ``step`` summarise ``grads`` (by name)."""
+    import pytest
+    for name, g in grads.items():
+        for kind in ("grad", "grad_raw"):
+            h = events.histograms[f"histogram/{kind}/{name}"][step]
+            assert (h.num, h.min, h.max) == (g.size, pytest.approx(g.min(), rel=1e-5),
+                                             pytest.approx(g.max(), rel=1e-5)), (name, kind)
+            assert h.sum_squares == pytest.approx((g ** 2).sum(), rel=1e-4), (name, kind)
+
+
 class Events:
     """Scalars ``{tag: {step: value}}``, histograms ``{tag: {step: HistogramProto}}``."""
 
