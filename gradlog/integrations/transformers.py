@@ -175,11 +175,10 @@ class GradlogCallback(TrainerCallback):
                     **kwargs: Any) -> None:
         if self.run is None:
             return
-        self.run.driver.batch_end()
-        for tag, value in _trainer_tags(metrics or {}).items():
-            if not self._shares_trainer_dir:
+        if not self._shares_trainer_dir:
+            for tag, value in _trainer_tags(metrics or {}).items():
                 self.run.log_scalar(tag, value, step=state.global_step, metric=False)
-        self.run.validation_end(dict(metrics or {}), log=False)
+        self.run.validation_end(dict(metrics or {}), log=False)  # (the plugins hear of them)
 
 
 def _trainer_tags(logs: dict) -> dict[str, float]:
