@@ -96,7 +96,11 @@ def _train_hf(steps: int, logdir: str | None, out: str) -> tuple[float, Any]:
 
 
 # -- W12: an Accelerate loop ------------------------------------------------------------------
-def _train_accelerate(weights: list, batches: list, logdir: str | None) -> tuple[float, Any]:
+def _train_accelerate(weights: list, batches: list, logdir: str | None,
+                      tracked: bool = True) -> tuple[float, Any]:
+    """One loop (with gradlog when ``logdir`` is given: the tracker logging the loss each step
+    unless not ``tracked``, and gl.watch); returns the seconds of the last ``PER_BLOCK`` steps
+    (0 when fewer) and the trained model."""
     import torch
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
@@ -106,9 +110,11 @@ def _train_accelerate(weights: list, batches: list, logdir: str | None) -> tuple
 
     AcceleratorState._reset_state(reset_partial_state=True)  # (one Accelerator per run)
     tracker = GradlogTracker(logdir) if logdir is not None else None
-    accelerator = Accelerator(cpu=True, log_with=tracker)
-    if tracker is not None:
+    accelerator = Accelerator(cpu=True, log_with=tracker if tracked else None)
+    if tracker is not None and tracked:
         accelerator.init_trackers("w12")
+    elif tracker is not None:
+        tracker.start()  # (its writer, for gl.watch; accelerator.log not used)
     model = torch_mlp(weights)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     model, optimizer = accelerator.prepare(model, optimizer)
@@ -124,7 +130,7 @@ def _train_accelerate(weights: list, batches: list, logdir: str | None) -> tuple
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
-        if tracker is not None:
+        if tracker is not None and tracked:
             accelerator.log({"loss": loss.detach()}, step=run.step)
     if run is not None:
         run.writer.flush()
@@ -132,6 +138,8 @@ def _train_accelerate(weights: list, batches: list, logdir: str | None) -> tuple
     if run is not None:
         run.close()
     accelerator.end_training()
+    if tracker is not None and not tracked:
+        tracker.finish()
     return seconds, model
 
 
@@ -140,13 +148,14 @@ def _same_weights(a: Any, b: Any) -> bool:
                for p, q in zip(a.parameters(), b.parameters()))
 
 
-def _ratios(seconds: dict[str, list[float]], gradlog: str) -> dict[str, Any]:
+def _ratios(seconds: dict[str, list[float]], gradlog: str, *more: str) -> dict[str, Any]:
     s = {n: np.array(v) for n, v in seconds.items()}
     bare = (s["bare"] + s["bare again"]) / 2
     out: dict[str, Any] = {f"{n} per step_s": float(np.median(v)) / PER_BLOCK
                            for n, v in s.items()}
     out["bare again/bare"] = float(np.median(s["bare again"] / s["bare"]))
-    out[f"{gradlog}/bare"] = float(np.median(s[gradlog] / bare))
+    for each in (gradlog, *more):
+        out[f"{each}/bare"] = float(np.median(s[each] / bare))
     out["targets"] = {f"{gradlog}/bare <= 1.05": out[f"{gradlog}/bare"] <= 1.05}
     out["block_seconds"] = seconds
     return out
@@ -170,26 +179,29 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         contenders: dict[str, Any] = {}
         if _installed("transformers"):
             contenders["W11"] = ("gradlog callback", lambda d: _train_hf(
-                steps, d, os.path.join(tmp, "out")))
+                steps, d, os.path.join(tmp, "out")), {})
         else:
             out["W11"] = {"skipped": "transformers is not installed"}
         if _installed("accelerate"):
             contenders["W12"] = ("tracker + gl.watch", lambda d: _train_accelerate(
-                weights, batches, d))
+                weights, batches, d), {"gl.watch only": lambda d: _train_accelerate(
+                    weights, batches, d, tracked=False)})
         else:
             out["W12"] = {"skipped": "accelerate is not installed"}
-        for name, (gradlog, train) in contenders.items():
+        for name, (gradlog, train, more) in contenders.items():
             if quick:
                 if not _same_weights(train(None)[1], train(os.path.join(tmp, f"{name}q"))[1]):
                     raise AssertionError(f"{name}: gradlog changed the trained weights")
                 out[name] = {"checked": "weights bit-identical with and without gradlog"}
                 continue
-            names = ("bare", "bare again", gradlog)
+            runs = {"bare": train, "bare again": train, gradlog: train, **more}
+            names = tuple(runs)
             seconds: dict[str, list[float]] = {n: [] for n in names}
             for r in range(blocks):
                 for contender in np.roll(names, r):
-                    logdir = os.path.join(tmp, f"{name}-r{r}") if contender == gradlog else None
-                    seconds[contender].append(train(logdir)[0])
-            out[name] = {**_ratios(seconds, gradlog),
+                    logdir = os.path.join(tmp, f"{name}-r{r}-{contender}") \
+                        if contender not in ("bare", "bare again") else None
+                    seconds[contender].append(runs[contender](logdir)[0])
+            out[name] = {**_ratios(seconds, gradlog, *more),
                          "stat": f"median over {blocks} rounds of the last {PER_BLOCK} steps"}
     return out
