@@ -44,6 +44,8 @@ WORKLOADS = {
     "W8": Workload("data-parallel", "distributed"),
     "W9": Workload("doctor", "doctor"),
     "W10": Workload("lightning", "lightning"),
+    "W11": Workload("hf-trainer", "huggingface"),
+    "W12": Workload("accelerate", "huggingface"),
 }
 # Not run from here: "W5r remote-scalars", add_scalar throughput to an object store, needs the
 # remote extra and moto's server (python benchmarks/remote.py).

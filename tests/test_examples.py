@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,24 @@ def test_the_lightning_example_trains_and_logs_beside_lightnings_logger(tmp_path
     assert losses and losses[-1] < losses[0]
     assert [s for s, _ in _scalars(log_dir, "grad-norm/global")] == [0, 10]  # gradlog's
     assert _scalars(log_dir, "val/acc")
+
+
+def test_the_hf_trainer_example_trains_and_logs_beside_the_trainers_files(tmp_path,
+                                                                          monkeypatch):
+    pytest.importorskip("transformers")
+    pytest.importorskip("torch").set_num_threads(1)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("TENSORBOARD_LOGGING_DIR", raising=False)
+    spec = importlib.util.spec_from_file_location("hf_trainer", EXAMPLES / "hf_trainer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        trainer = module.main(epochs=2, n=256, root=str(tmp_path))
+    finally:
+        os.environ.pop("TENSORBOARD_LOGGING_DIR", None)
+    log_dir = tmp_path / "runs" / "gradlog"
+    assert trainer.state.global_step == 2 * 8  # 16 batches an epoch, accumulated by 2
+    losses = [v for _, v in _scalars(log_dir, "train/loss")]  # the Trainer's own scalars
+    assert losses and losses[-1] < losses[0]
+    assert [s for s, _ in _scalars(log_dir, "grad-norm/global")] == [0, 4, 8, 12]  # gradlog's
+    assert [s for s, _ in _scalars(log_dir, "eval/loss")] == [8, 16]

@@ -16,7 +16,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize(
-    "workloads", ["W1", "W2,W4c", "W3", "W7", "W7c", "W8", "W4b,W4d,W4e,W4f,W4g", "W9", "W10"]
+    "workloads", ["W1", "W2,W4c", "W3", "W7", "W7c", "W8", "W4b,W4d,W4e,W4f,W4g", "W9", "W10",
+                  "W11,W12"]
 )
 def test_quick_mode_checks_every_contender(workloads, tmp_path, monkeypatch):
     scratch = tmp_path / "tmp"

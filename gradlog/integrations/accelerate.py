@@ -1,0 +1,89 @@
+"""Accelerate: ``GradlogTracker``, a tracker for ``Accelerator(log_with=...)``, so that
+``accelerator.log(...)`` writes gradlog event files; its writer is also the one ``gl.watch``
+logs into, inside the ``accelerator``-prepared loop, so one run holds both.
+
+``gl.watch`` needs nothing Accelerate-specific: the prepared optimizer steps its torch
+optimizer only when ``accelerator.sync_gradients`` (the last micro-batch of
+``accelerator.accumulate``), after ``accelerator.clip_grad_norm_`` and any loss-scaler
+unscaling, and that step's pre-hook is where ``gl.watch`` reads the gradients: once per real
+optimizer step, accumulated and unscaled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+try:
+    from accelerate.tracking import GeneralTracker, on_main_process
+except ImportError as error:  # pragma: no cover - the extra is absent
+    raise ImportError("gradlog.integrations.accelerate needs Accelerate: "
+                      "pip install 'gradlog[accelerate]'") from error
+
+__all__ = ["GradlogTracker"]
+
+
+class GradlogTracker(GeneralTracker):
+    """An Accelerate tracker writing TensorBoard event files with gradlog's ``SummaryWriter``:
+    ``Accelerator(log_with=GradlogTracker("runs/exp1"))``, then
+    ``accelerator.init_trackers(project, config)`` (the config as hparams),
+    ``accelerator.log(values, step)`` (numbers as scalars, strings as text, dicts of numbers
+    as ``add_scalars``) and ``accelerator.end_training()`` (the files closed). Only the main
+    process writes. ``tracker`` is the writer: pass it to ``gl.watch(model, optimizer,
+    writer=tracker.tracker)`` for gradients in the same run.
+
+    Args:
+        logdir: the run's directory (default: a new ``runs/<time>_<host>``).
+    """
+
+    name = "gradlog"
+    requires_logging_directory = False
+    main_process_only = True
+
+    def __init__(self, logdir: str | None = None) -> None:
+        super().__init__()
+        self.logdir = logdir
+        self.writer: Any = None
+
+    @on_main_process
+    def start(self) -> None:
+        from ..tensorboard import SummaryWriter
+        if self.writer is None:
+            self.writer = SummaryWriter(self.logdir)
+            self.logdir = self.writer.get_logdir()
+
+    @property
+    def tracker(self) -> Any:
+        """The run's ``gradlog.tensorboard.SummaryWriter`` (None on other processes)."""
+        return self.writer
+
+    @on_main_process
+    def store_init_configuration(self, values: dict) -> None:
+        """The run's configuration, as hyperparameters (TensorBoard's HPARAMS tab)."""
+        self.writer.add_hparams({k: v for k, v in values.items() if v is not None},
+                                metric_dict={}, run_name=".")
+        self.writer.flush()
+
+    @on_main_process
+    def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
+        """Numbers as scalars, strings as text, dicts of numbers as ``add_scalars``; other
+        values are refused with their key and type."""
+        for key, value in values.items():
+            if isinstance(value, str):
+                self.writer.add_text(key, value, step)
+            elif isinstance(value, dict):
+                self.writer.add_scalars(key, value, step)
+            elif isinstance(value, (int, float)) or _is_one_number(value):
+                self.writer.add_scalar(key, value, step)
+            else:
+                raise TypeError(f"GradlogTracker.log: '{key}' is a {type(value).__name__}; "
+                                "it logs numbers, strings and dicts of numbers")
+
+    @on_main_process
+    def finish(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _is_one_number(value: Any) -> bool:
+    numel = getattr(value, "numel", None)  # a tensor of one element, as accelerator.log takes
+    return callable(numel) and numel() == 1

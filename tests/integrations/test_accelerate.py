@@ -1,0 +1,121 @@
+"""GradlogTracker as an Accelerate tracker, and gl.watch inside an accelerator-prepared loop
+(accelerator.backward, clip_grad_norm_, accumulate, bf16 on CPU): every gradient tag is what
+the optimizer applied (read in the loop right before optimizer.step(), float64), once per real
+optimizer step."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+pytest.importorskip("accelerate")
+import torch  # noqa: E402
+from accelerate import Accelerator  # noqa: E402
+from hf_helpers import assert_histograms_are, norm, read_events  # noqa: E402
+
+import gradlog as gl  # noqa: E402
+from gradlog.integrations.accelerate import GradlogTracker  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_accelerator_state():
+    """Accelerate keeps one process-wide state (mixed precision included): each test starts
+    its own, as Accelerate's own test cases do."""
+    from accelerate.state import AcceleratorState
+    AcceleratorState._reset_state(reset_partial_state=True)
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def _data(n: int = 32, seed: int = 0) -> torch.utils.data.DataLoader:
+    g = torch.Generator().manual_seed(seed)
+    x, y = torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g)
+    return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
+
+
+def _train(tmp_path, *, accumulate: int, precision: str, clip: float | None):
+    """An Accelerate loop with gl.watch and the tracker; returns the gradients at each real
+    optimizer step (float64, by name), the tracker and the accelerator."""
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    tracker = GradlogTracker(str(tmp_path / "g"))
+    accelerator = Accelerator(cpu=True, mixed_precision=precision, log_with=tracker,
+                              gradient_accumulation_steps=accumulate)
+    accelerator.init_trackers("tiny", config={"lr": 0.1, "accumulate": accumulate})
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model, optimizer, loader = accelerator.prepare(model, optimizer, _data())
+    applied: dict[int, dict[str, np.ndarray]] = {}
+    # (the torch optimizer the prepared one steps: its step hooks are where gradients are final)
+    with gl.watch(model, optimizer.optimizer, writer=tracker.tracker,
+                  plugins=["histogram:every=1", "grad-norm:every=1"]) as run:
+        for batch, (x, y) in enumerate(loader):
+            with accelerator.accumulate(model):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and clip is not None:
+                    accelerator.clip_grad_norm_(model.parameters(), clip)
+                if accelerator.sync_gradients:
+                    applied[len(applied)] = {
+                        n: p.grad.detach().to(torch.float64).numpy().copy()
+                        for n, p in model.named_parameters()}
+                optimizer.step()
+                optimizer.zero_grad()
+            accelerator.log({"loss": loss.item(), "note": "x" if batch == 0 else "y"},
+                            step=run.step)
+    accelerator.end_training()
+    return applied, tracker
+
+
+@pytest.mark.parametrize("accumulate, precision, clip", [
+    (2, "no", 0.05), (1, "bf16", None), (4, "bf16", 0.05)],
+    ids=["accumulate-2-clipped", "bf16", "bf16-accumulate-4-clipped"])
+def test_every_gradient_tag_is_what_the_optimizer_applied_once_per_step(tmp_path, accumulate,
+                                                                        precision, clip):
+    applied, tracker = _train(tmp_path, accumulate=accumulate, precision=precision, clip=clip)
+    steps = list(range(8 // accumulate))
+    assert sorted(applied) == steps
+    events = read_events(str(tmp_path / "g"))
+    assert sorted(events.scalars["grad-norm/global"]) == steps  # one point per real step
+    for step in steps:
+        grads = applied[step]
+        if clip is not None:
+            assert norm(grads.values()) == pytest.approx(clip, rel=1e-3)  # read after clipping
+        assert events.scalars["grad-norm/global"][step] == pytest.approx(
+            norm(grads.values()), rel=1e-5)
+        assert_histograms_are(events, step, grads)
+    # accelerator.log: each micro-batch's loss at the step it belongs to (the last one wins)
+    assert sorted(events.scalars["loss"]) == steps
+
+
+def test_the_tracker_writes_config_scalars_text_and_closes(tmp_path):
+    tracker = GradlogTracker(str(tmp_path / "t"))
+    accelerator = Accelerator(cpu=True, log_with=tracker)
+    accelerator.init_trackers("tiny", config={"lr": 0.1, "name": "a", "flag": True})
+    accelerator.log({"loss": 0.5, "acc": torch.tensor(0.25), "pair": {"a": 1.0, "b": 2.0}},
+                    step=3)
+    accelerator.log({"note": "hello"}, step=4)
+    with pytest.raises(TypeError, match="'bad' is a list"):
+        accelerator.log({"bad": [1, 2]}, step=5)
+    assert accelerator.get_tracker("gradlog").tracker is tracker.writer
+    accelerator.end_training()
+    from gradlog.doctor.logdir import read_trace
+    trace = read_trace(str(tmp_path / "t"))
+    assert trace.scalars["loss"] == {3: 0.5} and trace.scalars["acc"] == {3: 0.25}
+    assert trace.texts["note"] == {4: "hello"}
+    assert read_events(str(tmp_path / "t" / "pair_a")).scalars["pair"] == {3: 1.0}
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    hparams = EventAccumulator(str(tmp_path / "t"), size_guidance={"tensors": 0}).Reload()
+    content = hparams.PluginTagToContent("hparams")
+    assert content, "no hparams written"
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    session = [plugin_data_pb2.HParamsPluginData.FromString(v).session_start_info
+               for v in content.values()
+               if plugin_data_pb2.HParamsPluginData.FromString(v).HasField("session_start_info")]
+    assert {k: (v.number_value or v.string_value or v.bool_value)
+            for k, v in session[0].hparams.items()} == {"lr": 0.1, "name": "a", "flag": True}
