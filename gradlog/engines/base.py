@@ -286,6 +286,11 @@ class Engine:
         run of the uncompiled model."""
         return model
 
+    def local_optimizer(self, optimizer: Any) -> Any:
+        """The optimizer a framework's wrapper steps (Accelerate's prepared optimizer), else
+        ``optimizer``: its step hooks are where the gradients are final."""
+        return optimizer
+
     def register_root_hook(self, model: Any, hook: Callable[..., Any]) -> Handles:
         """``hook(module, args) -> args | None`` before each forward pass of ``model`` (the
         run's batch signal): a forward pre-hook on ``local_module(model)``."""

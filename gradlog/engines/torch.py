@@ -218,6 +218,16 @@ class TorchEngine(Engine):
     def local_module(self, model: Any) -> Any:
         return self._wrapped(model)[-1]
 
+    def local_optimizer(self, optimizer: Any) -> Any:
+        # NOTE: Accelerate's AcceleratedOptimizer is a torch Optimizer that never ran its
+        # __init__ (no step-hook tables) and steps the optimizer it holds on real steps only
+        # (not on accumulating micro-batches): that one's step hooks are the ones that fire
+        inner = getattr(optimizer, "optimizer", None)
+        while (isinstance(inner, self.torch.optim.Optimizer)
+               and not hasattr(optimizer, "_optimizer_step_pre_hooks")):
+            optimizer, inner = inner, getattr(inner, "optimizer", None)
+        return optimizer
+
     def _wrapped(self, model: Any) -> list:
         """``model`` and the modules it wraps, outermost first: DistributedDataParallel,
         DataParallel and torch.compile's wrappers, in any order."""

@@ -91,6 +91,7 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
            hooks: bool, state: dict | None, shares_dir: bool, graph: bool) -> Run:
     """The run of ``watch`` and ``watch_driven``, started (its writer closed if it fails)."""
     engine = engine_for(model)
+    optimizer = engine.local_optimizer(optimizer) if optimizer is not None else None
     cfg = load_config(config) if isinstance(config, str) else dict(config or {})
     # the graph plugin by default, where the writer can log graphs (gradlog.testing's
     # MemoryWriter cannot)

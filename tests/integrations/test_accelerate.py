@@ -38,7 +38,8 @@ def _data(n: int = 32, seed: int = 0) -> torch.utils.data.DataLoader:
     return torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
 
 
-def _train(tmp_path, *, accumulate: int, precision: str, clip: float | None):
+def _train(tmp_path, *, accumulate: int, precision: str, clip: float | None,
+           prepared: bool = False):
     """An Accelerate loop with gl.watch and the tracker; returns the gradients at each real
     optimizer step (float64, by name), the tracker and the accelerator."""
     torch.set_num_threads(1)
@@ -51,8 +52,9 @@ def _train(tmp_path, *, accumulate: int, precision: str, clip: float | None):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     model, optimizer, loader = accelerator.prepare(model, optimizer, _data())
     applied: dict[int, dict[str, np.ndarray]] = {}
-    # (the torch optimizer the prepared one steps: its step hooks are where gradients are final)
-    with gl.watch(model, optimizer.optimizer, writer=tracker.tracker,
+    # (the prepared optimizer, or the torch optimizer it steps: gl.watch reads the gradients in
+    # the latter's step hooks either way)
+    with gl.watch(model, optimizer if prepared else optimizer.optimizer, writer=tracker.tracker,
                   plugins=["histogram:every=1", "grad-norm:every=1"]) as run:
         for batch, (x, y) in enumerate(loader):
             with accelerator.accumulate(model):
@@ -72,12 +74,16 @@ def _train(tmp_path, *, accumulate: int, precision: str, clip: float | None):
     return applied, tracker
 
 
-@pytest.mark.parametrize("accumulate, precision, clip", [
-    (2, "no", 0.05), (1, "bf16", None), (4, "bf16", 0.05)],
-    ids=["accumulate-2-clipped", "bf16", "bf16-accumulate-4-clipped"])
+@pytest.mark.parametrize("accumulate, precision, clip, prepared", [
+    (2, "no", 0.05, False), (1, "bf16", None, False), (4, "bf16", 0.05, False),
+    (2, "no", 0.05, True)],
+    ids=["accumulate-2-clipped", "bf16", "bf16-accumulate-4-clipped",
+         "the-prepared-optimizer-watched"])
 def test_every_gradient_tag_is_what_the_optimizer_applied_once_per_step(tmp_path, accumulate,
-                                                                        precision, clip):
-    applied, tracker = _train(tmp_path, accumulate=accumulate, precision=precision, clip=clip)
+                                                                        precision, clip,
+                                                                        prepared):
+    applied, tracker = _train(tmp_path, accumulate=accumulate, precision=precision, clip=clip,
+                              prepared=prepared)
     steps = list(range(8 // accumulate))
     assert sorted(applied) == steps
     events = read_events(str(tmp_path / "g"))
