@@ -278,6 +278,13 @@ class Engine:
         run's batch signal): a forward pre-hook on ``local_module(model)``."""
         return Handles([self.local_module(model).register_forward_pre_hook(hook)])
 
+    def register_module_hook(self, module: Any, kind: str, hook: Callable[..., Any],
+                             **kwargs: Any) -> Any:
+        """A hook of the run on ``module``: ``kind`` is ``forward_pre``, ``forward``,
+        ``full_backward_pre`` or ``full_backward`` (``module.register_<kind>_hook``, with
+        ``kwargs``); returns its handle."""
+        return getattr(module, f"register_{kind}_hook")(hook, **kwargs)
+
     def opaque(self, hook: Callable[..., Any]) -> Callable[..., Any]:
         """``hook`` as compiled code calls it: run as it is, never traced into a graph
         (identity for an engine that compiles nothing)."""

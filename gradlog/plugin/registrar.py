@@ -95,20 +95,21 @@ class HookRegistrar:
 
     # -- modules (an object or a dotted name in the run's model) ---------------------------
     def register_forward_pre_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_forward_pre_hook(
-            self._wrap(fn, "forward pre-hook"), **kwargs))
+        return self._keep(self._engine.register_module_hook(
+            self._module(module), "forward_pre", self._wrap(fn, "forward pre-hook"), **kwargs))
 
     def register_forward_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_forward_hook(
-            self._wrap(fn, "forward hook"), **kwargs))
+        return self._keep(self._engine.register_module_hook(
+            self._module(module), "forward", self._wrap(fn, "forward hook"), **kwargs))
 
     def register_full_backward_pre_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_full_backward_pre_hook(
-            self._wrap(fn, "backward pre-hook"), **kwargs))
+        return self._keep(self._engine.register_module_hook(
+            self._module(module), "full_backward_pre", self._wrap(fn, "backward pre-hook"),
+            **kwargs))
 
     def register_full_backward_hook(self, module: Any, fn: Any, **kwargs: Any) -> Any:
-        return self._keep(self._module(module).register_full_backward_hook(
-            self._wrap(fn, "backward hook"), **kwargs))
+        return self._keep(self._engine.register_module_hook(
+            self._module(module), "full_backward", self._wrap(fn, "backward hook"), **kwargs))
 
     # -- optimizer -----------------------------------------------------------------------
     def register_step_pre_hook(self, fn: Any) -> Any:
