@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -41,6 +42,7 @@ class TorchEngine(Engine):
         import torch
         self.torch = torch
         self._module_hooks = LiveHooks()  # the run's hooks on modules, not yet removed
+        self._opaque_call: Any = None
 
     @property
     def framework(self) -> Any:
@@ -263,12 +265,20 @@ class TorchEngine(Engine):
 
     def opaque(self, hook: Any) -> Any:
         # compiled code calls the hook eagerly at a graph break (on the steps it is
-        # registered), instead of tracing numpy and clock calls into graphs
-        return self.torch.compiler.disable(hook)
+        # registered), instead of tracing numpy and clock calls into graphs. One disabled
+        # function calls them all: torch.compiler.disable(f) costs 0.3-1 ms per call, and a
+        # logging step registers several hooks (the histogram's: one per module)
+        if self._opaque_call is None:
+            self._opaque_call = self.torch.compiler.disable(_call)
+        return functools.partial(self._opaque_call, hook)
 
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         return hook_registries(model, optimizer, attributes=(
             _MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES))
+
+
+def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    return fn(*args, **kwargs)
 
 
 class LiveHooks:
