@@ -104,14 +104,18 @@ class Doctor(Plugin):
                 if is_activation:
                     self._activations.append((name, module, saturation))
         self._modules = list(run.model.named_modules())
-        # every step, three hooks of a few microseconds: the NaN watch and what the search
-        # for its origin needs (the step's input, a moment before the update)
-        sentinel = _nan_sentinel([(n, p) for n, p in self._params if p.requires_grad])
-        if sentinel is not None:
-            run.hooks.register_post_accumulate_grad_hook(sentinel, self._nan_watch(run))
+        # every step, two hooks of a few microseconds: the step's input (what the search for
+        # a NaN's origin passes again) and the NaN watch, in the optimizer's step pre-hook
+        # (the final, unscaled gradients, a moment before the update). Without an optimizer,
+        # and from the first step given a closure on (its gradients come inside the step),
+        # the watch is a hook on the sentinel's gradient accumulation.
+        self._watching_backward = False
+        self._sentinel = _nan_sentinel([(n, p) for n, p in self._params if p.requires_grad])
         run.hooks.register_forward_pre_hook(run.model, self._keep_input(run))
         if run.optimizer is not None:
             run.hooks.register_step_pre_hook(self._before_update(run))
+        else:
+            self._watch_backward(run)
 
     def batch_events_every(self) -> int:
         return self.options.every  # the measuring steps; the NaN watch is a hook of its own
@@ -120,17 +124,23 @@ class Doctor(Plugin):
         return run.step % self.options.every == 0
 
     # -- the NaN watch ------------------------------------------------------------------------
-    def _nan_watch(self, run: Any) -> Any:
-        def hook(param: Any) -> None:
-            if self._nonfinite_seen or run.phase != "train" or param.grad is None:
-                return
-            if not math.isfinite(run.engine.norms([param.grad])[0]):
-                self._nonfinite_seen = True
-                # backward is (nearly) over: the first module's gradient comes last
-                self._bad = [n for n, p in reversed(self._params) if p.grad is not None
-                             and not math.isfinite(run.engine.norms([p.grad])[0])]
-                self._nonfinite_step = run.step
-        return hook
+    def _watch_backward(self, run: Any) -> None:
+        if self._sentinel is not None and not self._watching_backward:
+            self._watching_backward = True
+
+            def hook(param: Any) -> None:
+                self._watch_nonfinite(run, param)
+            run.hooks.register_post_accumulate_grad_hook(self._sentinel, hook)
+
+    def _watch_nonfinite(self, run: Any, param: Any) -> None:
+        if self._nonfinite_seen or run.phase != "train" or param.grad is None:
+            return
+        if not math.isfinite(run.engine.norms([param.grad])[0]):
+            self._nonfinite_seen = True
+            # backward is (nearly) over: the first module's gradient comes last
+            self._bad = [n for n, p in reversed(self._params) if p.grad is not None
+                         and not math.isfinite(run.engine.norms([p.grad])[0])]
+            self._nonfinite_step = run.step
 
     def _keep_input(self, run: Any) -> Any:
         def hook(module: Any, args: tuple) -> None:
@@ -140,6 +150,10 @@ class Doctor(Plugin):
 
     def _before_update(self, run: Any) -> Any:
         def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if len(args) > 1 or (kwargs and kwargs.get("closure") is not None):
+                self._watch_backward(run)  # (this step's gradients come later, inside it)
+            elif self._sentinel is not None and not self._watching_backward:
+                self._watch_nonfinite(run, self._sentinel)
             if self._nonfinite_step is not None:
                 step, self._nonfinite_step = self._nonfinite_step, None
                 self._report_nonfinite(run, step)
