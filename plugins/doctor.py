@@ -21,7 +21,7 @@ from gradlog.plugin import Plugin, StopTraining
 
 @dataclass
 class Options:
-    every: int = field(default=20, metadata={
+    every: int = field(default=100, metadata={
         "help": "measure gradient norms, update ratios and activations every N steps (the "
                 "rules count these points: a smaller N finds problems sooner, at more cost)",
         "min": 1})
@@ -83,6 +83,7 @@ class Doctor(Plugin):
         self.trace = Trace()
         self.findings: dict[str, Finding] = {}
         self._before: dict[str, np.ndarray] = {}
+        self._pending: dict[int, dict[str, float]] = {}  # measured, not yet written
         self._acts: dict[str, dict[str, float]] = {}
         self._handles: list = []
         self._nonfinite_seen = False
@@ -212,9 +213,11 @@ class Doctor(Plugin):
                 change = run.engine.to_numpy(p).reshape(-1) - before
                 self._log(run, f"doctor/update_ratio/{n}", _norm(change) / size, run.step)
         self._before = {}
+        self._write(run)
 
     def on_batch_end(self, run: Any, metrics: dict) -> None:
         self._remove_hooks(run)
+        self._write(run)
         loss = metrics.get("train/loss", metrics.get("loss"))
         if loss is not None:
             value = float(run.engine.to_numpy(loss)) if run.engine.is_tensor(loss) else float(loss)
@@ -230,6 +233,7 @@ class Doctor(Plugin):
 
     def on_train_end(self, run: Any) -> None:
         self._remove_hooks(run)
+        self._write(run)
         self._check(run, final=True)
         if self.options.summary:
             run.say(self.summary())
@@ -237,7 +241,16 @@ class Doctor(Plugin):
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:
         self.trace.add_scalar(tag, step, value)
-        run.log_scalar(tag, value, step=step)
+        self._pending.setdefault(step, {})[tag] = value
+
+    def _write(self, run: Any) -> None:
+        """The numbers measured so far, one event per step: a measuring step has a few dozen,
+        and a call each (a record each, written at once while the writer's thread is idle)
+        cost more than measuring them."""
+        pending, self._pending = self._pending, {}
+        for step, values in pending.items():
+            numbers = list(values.values())
+            run.log_scalars_from(list(values), lambda numbers=numbers: numbers, (), step=step)
 
     def _activation_hook(self, run: Any, name: str, saturation: Any) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
