@@ -90,6 +90,7 @@ class Doctor(Plugin):
         self.trace = Trace()
         self.findings: dict[str, Finding] = {}
         self._before: dict[str, np.ndarray] = {}
+        self._pending: dict[int, dict[str, float]] = {}  # measured, not yet written
         self._acts: dict[str, dict[str, float]] = {}
         self._handles: list = []
         self._nonfinite_seen = False
@@ -111,14 +112,18 @@ class Doctor(Plugin):
                 if is_activation:
                     self._activations.append((name, module, saturation))
         self._modules = list(run.model.named_modules())
-        # every step, three hooks of a few microseconds: the NaN watch and what the search
-        # for its origin needs (the step's input, a moment before the update)
-        sentinel = _nan_sentinel([(n, p) for n, p in self._params if p.requires_grad])
-        if sentinel is not None:
-            run.hooks.register_post_accumulate_grad_hook(sentinel, self._nan_watch(run))
+        # every step, two hooks of a few microseconds: the step's input (what the search for
+        # a NaN's origin passes again) and the NaN watch, in the optimizer's step pre-hook
+        # (the final, unscaled gradients, a moment before the update). Without an optimizer,
+        # and from the first step given a closure on (its gradients come inside the step),
+        # the watch is a hook on the sentinel's gradient accumulation.
+        self._watching_backward = False
+        self._sentinel = _nan_sentinel([(n, p) for n, p in self._params if p.requires_grad])
         run.hooks.register_forward_pre_hook(run.model, self._keep_input(run))
         if run.optimizer is not None:
             run.hooks.register_step_pre_hook(self._before_update(run))
+        else:
+            self._watch_backward(run)
 
     def batch_events_every(self) -> int:
         return self.options.every  # the measuring steps; the NaN watch is a hook of its own
@@ -127,17 +132,23 @@ class Doctor(Plugin):
         return run.step % self.options.every == 0
 
     # -- the NaN watch ------------------------------------------------------------------------
-    def _nan_watch(self, run: Any) -> Any:
-        def hook(param: Any) -> None:
-            if self._nonfinite_seen or run.phase != "train" or param.grad is None:
-                return
-            if not math.isfinite(run.engine.norms([param.grad])[0]):
-                self._nonfinite_seen = True
-                # backward is (nearly) over: the first module's gradient comes last
-                self._bad = [n for n, p in reversed(self._params) if p.grad is not None
-                             and not math.isfinite(run.engine.norms([p.grad])[0])]
-                self._nonfinite_step = run.step
-        return hook
+    def _watch_backward(self, run: Any) -> None:
+        if self._sentinel is not None and not self._watching_backward:
+            self._watching_backward = True
+
+            def hook(param: Any) -> None:
+                self._watch_nonfinite(run, param)
+            run.hooks.register_post_accumulate_grad_hook(self._sentinel, hook)
+
+    def _watch_nonfinite(self, run: Any, param: Any) -> None:
+        if self._nonfinite_seen or run.phase != "train" or param.grad is None:
+            return
+        if not math.isfinite(run.engine.norms([param.grad])[0]):
+            self._nonfinite_seen = True
+            # backward is (nearly) over: the first module's gradient comes last
+            self._bad = [n for n, p in reversed(self._params) if p.grad is not None
+                         and not math.isfinite(run.engine.norms([p.grad])[0])]
+            self._nonfinite_step = run.step
 
     def _keep_input(self, run: Any) -> Any:
         def hook(module: Any, args: tuple) -> None:
@@ -147,6 +158,10 @@ class Doctor(Plugin):
 
     def _before_update(self, run: Any) -> Any:
         def hook(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if len(args) > 1 or (kwargs and kwargs.get("closure") is not None):
+                self._watch_backward(run)  # (this step's gradients come later, inside it)
+            elif self._sentinel is not None and not self._watching_backward:
+                self._watch_nonfinite(run, self._sentinel)
             if self._nonfinite_step is not None:
                 step, self._nonfinite_step = self._nonfinite_step, None
                 self._report_nonfinite(run, step)
@@ -205,9 +220,11 @@ class Doctor(Plugin):
                 change = run.engine.to_numpy(p).reshape(-1) - before
                 self._log(run, f"doctor/update_ratio/{n}", _norm(change) / size, run.step)
         self._before = {}
+        self._write(run)
 
     def on_batch_end(self, run: Any, metrics: dict) -> None:
         self._remove_hooks(run)
+        self._write(run)
         loss = metrics.get("train/loss", metrics.get("loss"))
         if loss is not None:
             value = float(run.engine.to_numpy(loss)) if run.engine.is_tensor(loss) else float(loss)
@@ -223,6 +240,7 @@ class Doctor(Plugin):
 
     def on_train_end(self, run: Any) -> None:
         self._remove_hooks(run)
+        self._write(run)
         self._check(run, final=True)
         if self.options.summary:
             run.say(self.summary(), self.brief_summary())
@@ -230,7 +248,16 @@ class Doctor(Plugin):
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:
         self.trace.add_scalar(tag, step, value)
-        run.log_scalar(tag, value, step=step)
+        self._pending.setdefault(step, {})[tag] = value
+
+    def _write(self, run: Any) -> None:
+        """The numbers measured so far, one event per step: a measuring step has a few dozen,
+        and a call each (a record each, written at once while the writer's thread is idle)
+        cost more than measuring them."""
+        pending, self._pending = self._pending, {}
+        for step, values in pending.items():
+            numbers = list(values.values())
+            run.log_scalars_from(list(values), lambda numbers=numbers: numbers, (), step=step)
 
     def _activation_hook(self, run: Any, name: str, saturation: Any) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:

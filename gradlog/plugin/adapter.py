@@ -53,11 +53,11 @@ class WatchAdapter:
     def attach(self) -> list:
         """Register the hooks; returns their handles."""
         handles = []
-        if self.optimizer is not None:
+        if self.optimizer is not None:  # (a copy of the optimizer gets inert ones)
             handles.append(self.engine.register_hook(self.optimizer, "register_step_pre_hook",
-                                                     self._step_pre))
+                                                     RunHook(self._step_pre)))
             handles.append(self.engine.register_hook(self.optimizer, "register_step_post_hook",
-                                                     self._step_post))
+                                                     RunHook(self._step_post)))
         else:
             params = [p for p in self.model.parameters() if p.requires_grad]
             handles.append(self.engine.on_backward_end(params, self._backward_end))

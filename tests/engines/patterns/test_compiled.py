@@ -102,3 +102,34 @@ def test_a_compiled_model_inside_or_around_a_data_parallel_wrapper(fresh_dynamo,
         sgd_steps(model, opt, batches(5), call=wrapped)
     assert writer.series("histogram", "histogram/activation/relu1").steps == [0, 2, 4]
     assert _graph_breaks() == 0 and counters["stats"]["unique_graphs"] == 1
+
+
+def test_a_compiled_forward_runs_eagerly_exactly_while_a_run_hook_is_on_a_module(fresh_dynamo):
+    from gradlog.engines.torch import TorchEngine
+    from gradlog.utils.run_hooks import RunHook
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+    compiled = torch.compile(model, backend="aot_eager")
+    engine = TorchEngine()
+    root = engine.register_root_hook(compiled, RunHook(lambda module, args: None))
+    x = torch.randn(4, 3)
+    compiled(x)
+    eager_calls, run_calls = [], []
+    # a plain hook added after compiling: compiled code ignores it, an eager forward calls it
+    model[0].register_forward_hook(lambda *a: eager_calls.append(1))
+    compiled(x)
+    assert eager_calls == []
+    handle = engine.register_hook(model[2], "register_forward_hook",
+                                  RunHook(lambda *a: run_calls.append(1)))
+    second = engine.register_hook(model[0], "register_forward_pre_hook", RunHook(lambda *a: None))
+    compiled(x)
+    assert (len(eager_calls), len(run_calls)) == (1, 1)
+    handle.remove()
+    compiled(x)  # one of the run's hooks is still on
+    assert (len(eager_calls), len(run_calls)) == (2, 1)
+    second.remove()
+    second.remove()  # (idempotent, as torch's handles)
+    compiled(x)
+    compiled(x)
+    assert (len(eager_calls), len(run_calls)) == (2, 1)
+    root.remove()

@@ -91,3 +91,42 @@ def test_an_ema_of_a_watched_model_averages_its_weights():
     for n, p in ema.module.named_parameters():
         np.testing.assert_allclose(p.detach().numpy(), expected[n].numpy(), rtol=1e-5,
                                    atol=1e-7)
+
+
+class KeepsItsHooks(torch.optim.SGD):
+    """An optimizer whose copies keep everything in its ``__dict__``, hook registries too
+    (``object``'s own ``__getstate__``; torch's drops them)."""
+
+    def __getstate__(self):
+        return dict(self.__dict__)
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, KeepsItsHooks])
+@pytest.mark.parametrize("how", ["deepcopy", "pickle"])
+def test_copies_of_a_watched_optimizer_step_without_logging_into_the_run(optimizer, how):
+    torch.manual_seed(0)
+    model = SmallCNN()
+    opt = optimizer(model.parameters(), lr=0.1)
+    data = batches(3)
+    writer = MemoryWriter()
+    with gl.watch(model, opt, writer=writer, strict=True, plugins=PLUGINS) as run:
+        sgd_steps(model, opt, data[:2])
+        hooks = [*opt._optimizer_step_pre_hooks.values(),
+                 *opt._optimizer_step_post_hooks.values()]
+        assert len(hooks) == 2 and all(isinstance(h, RunHook) for h in hooks)
+        c = copy.deepcopy(opt) if how == "deepcopy" else pickle.loads(pickle.dumps(opt))
+        copied = [*c._optimizer_step_pre_hooks.values(), *c._optimizer_step_post_hooks.values()]
+        assert all(isinstance(h, InertHook) for h in copied)
+        records, step = len(writer.records), run.step
+        params = [p for group in c.param_groups for p in group["params"]]
+        for p in params:
+            p.grad = torch.ones_like(p)
+        before = [p.detach().clone() for p in params]
+        c.step()  # the copy steps its own parameters: nothing is logged, the run stays
+        assert all(torch.allclose(p, b - 0.1) for p, b in zip(params, before, strict=True))
+        assert (len(writer.records), run.step) == (records, step)
+        sgd_steps(model, opt, data[2:])
+    assert writer.series("scalar", "grad-norm/conv1").steps == [0, 1, 2]
