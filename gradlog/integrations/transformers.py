@@ -81,7 +81,7 @@ class GradlogCallback(TrainerCallback):
                        optimizer: Any = None, **kwargs: Any) -> None:
         self.close()  # (a previous train() of this callback that raised)
         logdir, self._shares_trainer_dir = self._trainer_dir(args)
-        self.run = watch_driven(model, _unwrapped(optimizer), logdir=logdir,
+        self.run = watch_driven(model, optimizer, logdir=logdir,
                                 plugins=self.plugins, strict=self.strict, config=self.config,
                                 max_failures=self.max_failures, every=self.every)
         if state.global_step:
@@ -144,7 +144,7 @@ class GradlogCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, *,
                               optimizer: Any = None, **kwargs: Any) -> None:
         if self.run is not None:
-            self.run.driver.gradients_final(_unwrapped(optimizer))
+            self.run.driver.gradients_final(self.run.engine.local_optimizer(optimizer))
 
     def on_optimizer_step(self, args: Any, state: Any, control: Any, *, optimizer: Any = None,
                           **kwargs: Any) -> None:
@@ -208,9 +208,3 @@ def _new_dir(output_dir: str) -> str:
     its default directory."""
     from transformers.integrations.integration_utils import default_logdir
     return os.path.join(output_dir, default_logdir())
-
-
-def _unwrapped(optimizer: Any) -> Any:
-    """The torch optimizer under Accelerate's ``AcceleratedOptimizer`` (its ``optimizer``)."""
-    from accelerate.optimizer import AcceleratedOptimizer
-    return optimizer.optimizer if isinstance(optimizer, AcceleratedOptimizer) else optimizer
