@@ -81,6 +81,21 @@ def test_a_model_that_cannot_be_traced_gets_one_warning_line_and_trains_on(tmp_p
     assert [e.step for e in acc.Scalars("grad-norm/fc")] == [0, 1, 2, 3]
 
 
+def test_a_failure_to_write_the_graph_is_the_runs_error_not_a_tracing_warning(tmp_path, capfd,
+                                                                             monkeypatch):
+    """A full disk while the graph is written is raised (as the run's other writes are), so
+    ``gradlog train`` names the file, instead of a warning that blames the model's graph."""
+    from gradlog.tensorboard.writer import SummaryWriter
+
+    def full_disk(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
+        raise OSError(27, "File too large", str(tmp_path / "events"))
+
+    monkeypatch.setattr(SummaryWriter, "add_graph", full_disk)
+    with pytest.raises(OSError, match="File too large"):
+        _train(_model(), tmp_path, steps=2)
+    assert "graph" not in capfd.readouterr().err
+
+
 def test_a_pytorch_model_is_traced_by_pytorch(tmp_path):
     torch = pytest.importorskip("torch")
     torch.manual_seed(0)
