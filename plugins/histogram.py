@@ -90,17 +90,6 @@ def _update_ratios(befores: list, *afters: np.ndarray) -> list[float | None]:
     return [_update_ratio(before, after) for before, after in zip(befores, afters)]
 
 
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` hold the same values bit for bit (NaN payloads and the sign of
-    zero included), so that their histograms are the same."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.kind == "f":
-        bits = np.dtype(f"u{a.dtype.itemsize}")
-        a, b = a.view(bits), b.view(bits)
-    return bool(np.array_equal(a, b))
-
-
 class Histogram(Plugin):
     """Histograms of weights, gradients (raw and final) and activations, every N steps.
 
@@ -142,10 +131,12 @@ class Histogram(Plugin):
         self._kinds = frozenset(self.options.kinds)
         self._param_list: list = []
         self._module_list: list = []
-        self._raw: dict[str, np.ndarray] = {}
+        self._raw: dict[str, tuple] = {}  # name -> (grad, its version) when counted
+        self._raw_counts: Any = None  # the engine's counts of those gradients
+        self._also: dict[str, str] = {}  # raw gradients unchanged at the step: the final tag
         self._local_raw: dict[str, np.ndarray] = {}  # per_rank
         self._before: dict[str, np.ndarray] = {}
-        self._acts: dict[str, np.ndarray] = {}  # this step's activations, until logged
+        self._acts: list = []  # this step's activations, taken, until logged
         self._act_handles: list = []
         self._calls: dict[str, int] = {}  # calls of each module in this forward pass
 
@@ -182,6 +173,7 @@ class Histogram(Plugin):
         if run.micro_batch:  # weights and activations once a step: its first micro-batch's
             return
         self._raw.clear()
+        self._raw_counts = None
         self._local_raw.clear()
         self._before.clear()
         if "weight" in self._kinds:  # the weights this batch is computed with (one event)
@@ -193,36 +185,33 @@ class Histogram(Plugin):
     def on_after_backward(self, run: Any) -> None:
         if "grad_raw" not in self._kinds:
             return
-        # Copied: a mutator may change .grad in place before the step. (Fired when the
-        # optimizer is about to step: with gradient accumulation, the step's total.)
-        self._raw = {n: np.array(run.engine.to_numpy(p.grad)) for n, p in self._param_list
-                     if p.grad is not None}
+        # Counted now, on the gradients' device: a mutator may change .grad in place before
+        # the step. (Fired when the optimizer is about to step: with gradient accumulation,
+        # the step's total.)
+        named = [(n, p.grad) for n, p in self._param_list if p.grad is not None]
+        # NOTE: a tensor's _version (PyTorch's in-place counter, gradlog's too) tells at the
+        # step whether a gradient is still, bit for bit, the one counted here
+        self._raw = {n: (g, g._version) for n, g in named}
+        self._also = {}
+        self._raw_counts = run.take_histograms(
+            {f"histogram/grad_raw/{n}": g for n, g in named}, self.options.bins)
 
     def on_before_optimizer_step(self, run: Any) -> None:
-        final: dict[str, np.ndarray] = {}
-        both: dict[str, tuple[str]] = {}
+        changed: dict[str, Any] = {}
         for n, p in self._param_list:
             if p.grad is None:
                 continue
             if "grad" in self._kinds:
                 tag = f"histogram/grad/{n}"
-                final[tag], same = self._final_grad(n, run.engine.to_numpy(p.grad))
-                if same:
-                    both[tag] = (f"histogram/grad_raw/{n}",)
+                raw = self._raw.get(n)
+                if raw is not None and raw[0] is p.grad and raw[1] == p.grad._version:
+                    self._also[n] = tag  # the raw histogram, written under both tags
+                else:
+                    changed[tag] = p.grad
             if "update_ratio" in self._kinds:
                 self._before[n] = np.array(run.engine.to_numpy(p))
-        if final:  # (the plugin's own arrays, handed over: one event)
-            run.log_histograms(final, bins=self.options.bins, also_tags=both, copy=False)
-
-    def _final_grad(self, name: str, grad: np.ndarray) -> tuple[np.ndarray, bool]:
-        """The array to log as the final gradient, and whether it is the raw one: unless a
-        mutator (or the user's loop) changed it, it is, bit for bit, and one histogram is
-        then computed and written under both tags."""
-        raw = self._raw.get(name)
-        if raw is not None and _same_bits(raw, grad):
-            del self._raw[name]
-            return raw, True
-        return np.array(grad), False
+        if changed:  # (counted by the engine: one event)
+            run.log_histograms(changed, bins=self.options.bins)
 
     def on_after_optimizer_step(self, run: Any) -> None:
         # Fired on every step, also one that nan-guard skipped (there the raw gradients, NaN
@@ -253,15 +242,19 @@ class Histogram(Plugin):
         if not (self._raw or self._local_raw):  # (most steps: nothing was taken)
             return
         raw, self._raw = self._raw, {}
+        counts, self._raw_counts = self._raw_counts, None
+        also, self._also = self._also, {}
+        if raw:
+            run.log_taken(counts, also_tags={f"histogram/grad_raw/{n}": (tag,)
+                                             for n, tag in also.items()})
         local, self._local_raw = self._local_raw, {}
         scale = run.loss_scale
         if scale != 1.0:  # (the plugin's own copies, read loss-scaled during backward)
             for g in local.values():
                 g /= scale
-        for snapshots, per_rank in ((raw, False), (local, True)):
-            if snapshots:  # (the plugin's own snapshots, handed over: one event)
-                run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in snapshots.items()},
-                                   bins=self.options.bins, copy=False, per_rank=per_rank)
+        if local:  # (the plugin's own snapshots, handed over: one event)
+            run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in local.items()},
+                               bins=self.options.bins, copy=False, per_rank=True)
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)
@@ -296,18 +289,19 @@ class Histogram(Plugin):
             call = self._calls.get(name, 0)  # (a module may run several times per forward)
             self._calls[name] = call + 1
             prefix = f"histogram/activation/{call_name(name, call)}"
-            for tag, value in named_tensors(output, run.engine.is_tensor, prefix):
-                self._acts[tag] = np.array(run.engine.to_numpy(value))
+            named = list(named_tensors(output, run.engine.is_tensor, prefix))
+            if named:  # counted now, where the activations live (they may change in place)
+                self._acts.append(run.take_histograms(dict(named), self.options.bins))
         return hook
 
     def _log_activations(self, run: Any) -> None:
-        """The step's activations so far, as one event (the plugin's own copies, handed
-        over)."""
-        acts, self._acts = self._acts, {}
+        """The step's activations so far, as one event (the engine's counts)."""
+        acts, self._acts = self._acts, []
         if acts:
-            run.log_histograms(acts, bins=self.options.bins, copy=False)
+            taken = type(acts[0]).merged(acts)
+            run.log_taken(taken)
             if self.options.per_rank:
-                run.log_histograms(acts, bins=self.options.bins, copy=False, per_rank=True)
+                run.log_taken(taken, per_rank=True)
 
     def state_dict(self) -> dict:
         return {}

@@ -10,6 +10,7 @@ from .. import autograd
 from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
+from ..tensorboard.histogram import check_arguments, histogram_counts
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
@@ -173,3 +174,16 @@ class GradlogEngine(Engine):
         from ..nn.modules.hooks import ForwardHook, ForwardPreHook
         # (a forward or forward pre-hook's entry is a record of the hook and its flags)
         return entry.fn if isinstance(entry, (ForwardPreHook, ForwardHook)) else entry
+
+    # -- statistics: numpy, on the writer's thread, from snapshots taken now -------------------
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
+        # NOTE: the values live in host memory already; the snapshot is what lets the step
+        # go on changing them while the writer's thread counts (as a device snapshot does).
+        snapshots = [np.array(self.to_numpy(t)) for t in tensors]
+        for a in snapshots:
+            check_arguments(a, bins)
+        return lambda: [histogram_counts(a, bins) for a in snapshots]
+
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        return [int(a.size - np.count_nonzero(np.isfinite(a))) if a.dtype.kind in "fc" else 0
+                for a in (self.to_numpy(t) for t in tensors)]

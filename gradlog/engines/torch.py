@@ -39,7 +39,10 @@ class TorchEngine(Engine):
 
     def __init__(self) -> None:
         import torch
+
+        from ._torch_statistics import TorchStatistics
         self.torch = torch
+        self._statistics = TorchStatistics(torch)
 
     @property
     def framework(self) -> Any:
@@ -257,6 +260,14 @@ class TorchEngine(Engine):
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         return hook_registries(model, optimizer, attributes=(
             _MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES))
+
+
+    # -- statistics: torch ops on the tensors' devices (see _torch_statistics) ----------------
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
+        return self._statistics.histogram_counts(tensors, bins)
+
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        return self._statistics.nonfinite_counts(tensors)
 
 
 class EagerWhileHooked:
