@@ -11,6 +11,7 @@ from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
 from ..tensorboard.histogram import check_arguments, histogram_counts
+from ..utils.reductions import all_finite
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
@@ -185,5 +186,7 @@ class GradlogEngine(Engine):
         return lambda: [histogram_counts(a, bins) for a in snapshots]
 
     def nonfinite_counts(self, tensors: list) -> list[int]:
-        return [int(a.size - np.count_nonzero(np.isfinite(a))) if a.dtype.kind in "fc" else 0
+        # (a dot product tells most arrays apart at once: all finite, nothing to count)
+        return [0 if a.dtype.kind not in "fc" or all_finite(a) else
+                int(a.size - np.count_nonzero(np.isfinite(a)))
                 for a in (self.to_numpy(t) for t in tensors)]
