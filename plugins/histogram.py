@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,7 +13,6 @@ from gradlog.plugin.outputs import call_name, named_tensors
 from gradlog.plugin.selection import selected
 
 KINDS = ("weight", "grad_raw", "grad", "activation", "update_ratio")
-_PIECE = 1 << 16  # values per piece of the update ratio's float64 sums
 # numpy's bin estimators, accepted by the writer's add_histogram besides "tensorflow" and ints
 BIN_RULES = ("tensorflow", "auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
 
@@ -66,28 +64,10 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0]
 
 
-def _update_ratio(before: np.ndarray, after: np.ndarray) -> float | None:
-    """||after - before|| / ||before|| (Frobenius), None when ||before|| is 0. In float64, from
-    the exact differences of the values, through two cache-sized buffers (whole-tensor float64
-    copies cost more than the rest of the work)."""
-    before, after = before.reshape(-1), after.reshape(-1)
-    was_buffer, now_buffer = np.empty(min(before.size, _PIECE)), np.empty(min(before.size, _PIECE))
-    change = size = 0.0
-    for start in range(0, before.size, _PIECE):
-        was = was_buffer[:min(_PIECE, before.size - start)]
-        now = now_buffer[:was.size]
-        was[...] = before[start:start + _PIECE]
-        now[...] = after[start:start + _PIECE]
-        now -= was
-        # numpy's reductions, not a BLAS dot: OpenBLAS spreads a dot over its threads, which
-        # would compete with training for the other core (the buffers are not needed after)
-        size += float(np.square(was, out=was).sum())
-        change += float(np.square(now, out=now).sum())
-    return None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
-
-
-def _update_ratios(befores: list, *afters: np.ndarray) -> list[float | None]:
-    return [_update_ratio(before, after) for before, after in zip(befores, afters)]
+def _ratios(changes: list[float], sizes: list[float]) -> list[float | None]:
+    """||after - before|| / ||before|| from the sums of squares; None where ||before|| is 0."""
+    return [None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
+            for change, size in zip(changes, sizes)]
 
 
 class Histogram(Plugin):
@@ -209,7 +189,9 @@ class Histogram(Plugin):
                 else:
                     changed[tag] = p.grad
             if "update_ratio" in self._kinds:
-                self._before[n] = np.array(run.engine.to_numpy(p))
+                self._before[n] = p
+        if self._before:  # copies where the weights live, for the update ratios
+            self._before = dict(zip(self._before, run.engine.snapshot(list(self._before.values()))))
         if changed:  # (counted by the engine: one event)
             run.log_histograms(changed, bins=self.options.bins)
 
@@ -221,11 +203,13 @@ class Histogram(Plugin):
             return
         params = dict(self._param_list)
         names = list(self._before)
-        # (one event, computed on the writer's thread) the snapshots before the step are this
-        # plugin's own, bound to the function: only the updated parameters are copied for it
+        befores = [self._before[n] for n in names]
+        # (the engine's sums of squares where the weights live; the ratios on the writer's
+        # thread: one event)
+        changes = run.engine.sums_of_squares([params[n] for n in names], subtract=befores)
+        sizes = run.engine.sums_of_squares(befores)
         run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
-                             functools.partial(_update_ratios, [self._before[n] for n in names]),
-                             tuple(params[n] for n in names))
+                             lambda: _ratios(changes(), sizes()), ())
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:

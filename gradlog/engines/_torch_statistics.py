@@ -108,6 +108,27 @@ class TorchStatistics:
                   for t in tensors]
         return [int(v[0]) for v in self._to_host(counts, wait=True)()]
 
+    # -- sums of squares ------------------------------------------------------------------------
+    def sums_of_squares(self, tensors: list, subtract: list | None = None
+                        ) -> Callable[[], list[float]]:
+        """Each tensor's sum of squares in float64 (of ``tensor - subtract[i]``), on its
+        device; a function giving the numbers."""
+        torch = self.torch
+        pairs = list(tensors) + ([] if subtract is None else list(subtract))
+
+        def work(values: list) -> Callable[[], list]:
+            n = len(tensors)
+            out = []
+            for i in range(n):
+                x = values[i].detach().reshape(-1).double()
+                if subtract is not None:
+                    x = x - values[n + i].detach().reshape(-1).double()
+                out.append((x * x).sum().reshape(1))
+            return self._to_host(out) if out else (lambda: [])
+        fetch = self.run_off_stream(pairs, work) if pairs else (lambda: [])
+        del torch
+        return lambda: [float(v[0]) for v in fetch()]
+
     # -- moving the small results -------------------------------------------------------------
     def _to_host(self, pieces: list, wait: bool = False) -> Callable[[], list]:
         """One transfer per device of the concatenated ``pieces``; returns a function giving

@@ -370,6 +370,18 @@ class Engine(abc.ABC):
     def nonfinite_counts(self, tensors: list) -> list[int]:
         """How many values of each tensor are NaN or +-inf (one transfer for all of them)."""
 
+    def snapshot(self, tensors: list) -> list:
+        """Copies of ``tensors`` on their own devices (detached), for statistics taken later
+        of values the step is about to change."""
+        return [t.detach().clone() for t in tensors]
+
+    @abc.abstractmethod
+    def sums_of_squares(self, tensors: list, subtract: list | None = None
+                        ) -> Callable[[], list[float]]:
+        """Start computing, in float64 where the tensors live, the sum of squares of each
+        tensor (of ``tensor - subtract[i]`` with ``subtract``); returns a function giving the
+        numbers (for the writer's thread). The tensors may change once this returns."""
+
 
 class _Found(NamedTuple):
     owner: Any

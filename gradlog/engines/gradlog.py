@@ -11,7 +11,7 @@ from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
 from ..tensorboard.histogram import check_arguments, histogram_counts
-from ..utils.reductions import all_finite
+from ..utils.reductions import all_finite, sum_of_squares
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
@@ -190,3 +190,11 @@ class GradlogEngine(Engine):
         return [0 if a.dtype.kind not in "fc" or all_finite(a) else
                 int(a.size - np.count_nonzero(np.isfinite(a)))
                 for a in (self.to_numpy(t) for t in tensors)]
+
+    def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
+        if subtract is None:  # (snapshots: the step may change the tensors)
+            arrays = [np.array(self.to_numpy(t)) for t in tensors]
+        else:  # (the exact differences, in float64)
+            arrays = [np.subtract(self.to_numpy(a), self.to_numpy(b), dtype=np.float64)
+                      for a, b in zip(tensors, subtract)]
+        return lambda: [sum_of_squares(a) for a in arrays]

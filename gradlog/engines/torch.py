@@ -269,6 +269,9 @@ class TorchEngine(Engine):
     def nonfinite_counts(self, tensors: list) -> list[int]:
         return self._statistics.nonfinite_counts(tensors)
 
+    def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
+        return self._statistics.sums_of_squares(tensors, subtract)
+
 
 class EagerWhileHooked:
     """Runs the forward passes of a compiled module eagerly while a gradlog hook (a
