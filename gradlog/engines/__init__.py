@@ -22,7 +22,8 @@ def engine_classes() -> list[type[Engine]]:
     """Every engine of this package, in module-name order (importing an engine module is
     cheap: its library is imported only when an engine object is created)."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name != "base" and not info.ispkg:  # (launchers/: how engines start ranks)
+        # (launchers/: how engines start ranks; _name: an engine's helpers)
+        if info.name != "base" and not info.ispkg and not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
     return list(Engine.registered)
 

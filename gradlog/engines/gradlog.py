@@ -12,6 +12,8 @@ from .. import autograd
 from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
+from ..tensorboard.histogram import check_arguments, histogram_counts
+from ..utils.reductions import all_finite, sum_of_squares
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
@@ -222,3 +224,26 @@ class GradlogEngine(Engine):
                   notice: Callable[[str], None]) -> dict[int, str]:
         from .launchers import mpi
         return mpi.run_ranks(n, command, env, err, notice)
+
+    # -- statistics: numpy, on the writer's thread, from snapshots taken now -------------------
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
+        # NOTE: the values live in host memory already; the snapshot is what lets the step
+        # go on changing them while the writer's thread counts (as a device snapshot does).
+        snapshots = [np.array(self.to_numpy(t)) for t in tensors]
+        for a in snapshots:
+            check_arguments(a, bins)
+        return lambda: [histogram_counts(a, bins) for a in snapshots]
+
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        # (a dot product tells most arrays apart at once: all finite, nothing to count)
+        return [0 if a.dtype.kind not in "fc" or all_finite(a) else
+                int(a.size - np.count_nonzero(np.isfinite(a)))
+                for a in (self.to_numpy(t) for t in tensors)]
+
+    def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
+        if subtract is None:  # (snapshots: the step may change the tensors)
+            arrays = [np.array(self.to_numpy(t)) for t in tensors]
+        else:  # (the exact differences, in float64)
+            arrays = [np.subtract(self.to_numpy(a), self.to_numpy(b), dtype=np.float64)
+                      for a, b in zip(tensors, subtract)]
+        return lambda: [sum_of_squares(a) for a in arrays]

@@ -41,9 +41,12 @@ class TorchEngine(Engine):
 
     def __init__(self) -> None:
         import torch
+
+        from ._torch_statistics import TorchStatistics
         self.torch = torch
         self._module_hooks = LiveHooks()  # the run's hooks on modules, not yet removed
         self._opaque_call: Any = None
+        self._statistics = TorchStatistics(torch)
 
     @property
     def nn(self) -> Any:
@@ -334,6 +337,16 @@ class TorchEngine(Engine):
                   notice: Callable[[str], None]) -> dict[int, str]:
         from .launchers import torchrun
         return torchrun.run_ranks(n, command, env)  # (the ranks' stderr is this process's)
+
+    # -- statistics: torch ops on the tensors' devices (see _torch_statistics) ----------------
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
+        return self._statistics.histogram_counts(tensors, bins)
+
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        return self._statistics.nonfinite_counts(tensors)
+
+    def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
+        return self._statistics.sums_of_squares(tensors, subtract)
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
