@@ -241,9 +241,11 @@ class GradlogEngine(Engine):
                 for a in (self.to_numpy(t) for t in tensors)]
 
     def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
-        if subtract is None:  # (snapshots: the step may change the tensors)
-            arrays = [np.array(self.to_numpy(t)) for t in tensors]
-        else:  # (the exact differences, in float64)
-            arrays = [np.subtract(self.to_numpy(a), self.to_numpy(b), dtype=np.float64)
-                      for a, b in zip(tensors, subtract)]
-        return lambda: [sum_of_squares(a) for a in arrays]
+        # (snapshots: the step may change the tensors; the exact float64 differences and the
+        # sums are the writer's thread's work)
+        arrays = [np.array(self.to_numpy(t)) for t in tensors]
+        others = [np.array(self.to_numpy(t)) for t in subtract or ()]
+        if not others:
+            return lambda: [sum_of_squares(a) for a in arrays]
+        return lambda: [sum_of_squares(np.subtract(a, b, dtype=np.float64))
+                        for a, b in zip(arrays, others)]

@@ -10,6 +10,7 @@ from gradlog.engines.gradlog import GradlogEngine
 from gradlog.tensorboard.histogram import counts_proto, histogram_proto, tensorflow_edges
 
 torch = pytest.importorskip("torch")
+from gradlog.engines._torch_statistics import TorchStatistics  # noqa: E402
 from gradlog.engines.torch import TorchEngine  # noqa: E402
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
@@ -41,11 +42,20 @@ def _same(proto, expected) -> None:
     assert proto.sum_squares == pytest.approx(expected.sum_squares, rel=1e-12, abs=1e-300)
 
 
+def _device_counts(tensors, bins="tensorflow"):
+    # the counting CUDA tensors get on the side stream, run here on CPU tensors
+    return TorchStatistics(torch).counts_on_device(tensors, bins)()
+
+
 @pytest.mark.parametrize("bins", BINS, ids=str)
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_torch_counts_equal_numpy_bucket_by_bucket(dtype, bins) -> None:
+@pytest.mark.parametrize("where", ["device code", "engine"])
+def test_torch_counts_equal_numpy_bucket_by_bucket(dtype, bins, where) -> None:
     t = _adversarial(dtype)
-    got = TorchEngine().histogram_counts([t, t[:100]], bins)()
+    if where == "engine":
+        got = TorchEngine().histogram_counts([t, t[:100]], bins)()
+    else:
+        got = _device_counts([t, t[:100]], bins)
     for counts, values in zip(got, (t, t[:100])):
         expected, nonfinite = histogram_proto(_numpy_of(values), bins)
         _same(counts_proto(counts), expected)
@@ -59,7 +69,7 @@ def test_torch_counts_random_data_many_shapes(dtype) -> None:
                for shape, scale in (((64, 32), 1.0), ((5000,), 1e-3), ((7,), 1e4))]
     tensors.append(torch.relu(tensors[0]))  # many exact zeros
     for bins in ("tensorflow", 64):
-        for counts, t in zip(TorchEngine().histogram_counts(tensors, bins)(), tensors):
+        for counts, t in zip(_device_counts(tensors, bins), tensors):
             _same(counts_proto(counts), histogram_proto(_numpy_of(t), bins)[0])
 
 
@@ -67,11 +77,13 @@ def test_integer_and_constant_tensors() -> None:
     engine = TorchEngine()
     for t in (torch.arange(-50, 50), torch.full((10,), 3.0), torch.tensor([True, False])):
         _same(counts_proto(engine.histogram_counts([t])()[0]), histogram_proto(t.numpy())[0])
+        _same(counts_proto(_device_counts([t])[0]), histogram_proto(t.numpy())[0])
 
 
 def test_all_nonfinite_gives_no_histogram_and_counts_them() -> None:
-    counts = TorchEngine().histogram_counts([torch.tensor([float("nan"), float("inf")])])()[0]
-    assert counts_proto(counts) is None and counts.nonfinite == 2
+    t = torch.tensor([float("nan"), float("inf")])
+    for counts in (TorchEngine().histogram_counts([t])()[0], _device_counts([t])[0]):
+        assert counts_proto(counts) is None and counts.nonfinite == 2
 
 
 def test_counts_under_deterministic_algorithms() -> None:
@@ -79,7 +91,7 @@ def test_counts_under_deterministic_algorithms() -> None:
     before = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)
     try:
-        counts = TorchEngine().histogram_counts([t])()[0]
+        counts = _device_counts([t])[0]
     finally:
         torch.use_deterministic_algorithms(before)
     _same(counts_proto(counts), histogram_proto(t.numpy())[0])
@@ -97,6 +109,16 @@ def test_numpy_rule_bins_counted_on_the_host_equal_numpy() -> None:
     t = _adversarial("float32")
     _same(counts_proto(TorchEngine().histogram_counts([t], "fd")()[0]),
           histogram_proto(t.numpy(), "fd")[0])
+
+
+def test_torch_engine_counts_a_snapshot_taken_at_the_call() -> None:
+    t = torch.from_numpy(np.random.default_rng(3).standard_normal(300).astype(np.float32))
+    expected = histogram_proto(t.numpy().copy())[0]
+    pending = TorchEngine().histogram_counts([t])
+    sums = TorchEngine().sums_of_squares([t], subtract=[torch.zeros_like(t)])
+    t.mul_(0.0)  # the step goes on changing the tensor: the results are of the snapshot
+    _same(counts_proto(pending()[0]), expected)
+    assert sums()[0] == pytest.approx(expected.sum_squares, rel=1e-12)
 
 
 def test_gradlog_engine_counts_a_snapshot() -> None:

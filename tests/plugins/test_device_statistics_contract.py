@@ -6,6 +6,8 @@ and ``Tensor.to`` (which on the CPU are no aten op at all)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -62,13 +64,24 @@ def _model() -> torch.nn.Module:
                                torch.nn.Linear(WIDTH, 4))
 
 
-def _host_copies(monkeypatch) -> list[str]:
+def _host_copies(monkeypatch, model) -> list[str]:
+    """Parameter-sized tensors turned into numpy arrays or moved (``numpy``, ``cpu``, ``to``):
+    any on the training thread; on another thread (the writer's, which counts the snapshots
+    of CPU tensors in place) any that is not a snapshot but the model's own parameter or
+    gradient."""
     seen: list[str] = []
+    training = threading.get_ident()
+
+    def owned(t) -> bool:
+        tensors = [p for p in model.parameters()] + [p.grad for p in model.parameters()
+                                                     if p.grad is not None]
+        return t.untyped_storage().data_ptr() in {
+            x.untyped_storage().data_ptr() for x in tensors}
     for name in ("numpy", "cpu", "to"):
         original = getattr(torch.Tensor, name)
 
         def watched(self, *args, __original=original, __name=name, **kwargs):
-            if self.numel() in SIZES:
+            if self.numel() in SIZES and (threading.get_ident() == training or owned(self)):
                 seen.append(f"Tensor.{__name} of {tuple(self.shape)}")
             return __original(self, *args, **kwargs)
         monkeypatch.setattr(torch.Tensor, name, watched)
@@ -82,7 +95,7 @@ def _logging_step_moves(spec: str, tmp_path, monkeypatch) -> list[str]:
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=[spec], strict=True) as run:
         for step in range(2):  # step 0 sets things up; step 1 is the one recorded
             if step == 1:
-                copies = _host_copies(monkeypatch)
+                copies = _host_copies(monkeypatch, model)
                 mode = Moves()
                 mode.__enter__()
             try:
@@ -92,6 +105,8 @@ def _logging_step_moves(spec: str, tmp_path, monkeypatch) -> list[str]:
                 loss.backward()
                 opt.step()
                 run.log_scalar("loss", loss.detach())
+                if step == 1:
+                    run.writer.flush()  # (the writer's thread's part, watched too)
             finally:
                 if step == 1:
                     mode.__exit__(None, None, None)
@@ -110,8 +125,21 @@ def test_plugins_not_yet_moved_to_the_engine(name, tmp_path, monkeypatch):
     assert _logging_step_moves(NOT_YET[name], tmp_path, monkeypatch) == []
 
 
+def test_the_recorder_sees_another_threads_copy_of_a_parameter_not_of_a_snapshot(
+        monkeypatch):
+    model = _model()
+    weight = model[2].weight
+    copies = _host_copies(monkeypatch, model)
+    worker = threading.Thread(target=lambda: (weight.detach().clone().numpy(),
+                                              weight.detach().numpy()))
+    worker.start()
+    worker.join()
+    monkeypatch.undo()
+    assert copies == [f"Tensor.numpy of ({WIDTH}, {WIDTH})"]
+
+
 def test_the_recorder_sees_a_host_copy(tmp_path, monkeypatch):
-    copies = _host_copies(monkeypatch)
+    copies = _host_copies(monkeypatch, _model())
     torch.zeros(WIDTH, WIDTH).numpy()
     torch.zeros(3).numpy()
     monkeypatch.undo()
