@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..tensorboard.histogram import HistogramCounts, cuts, fixed_edges, histogram_counts
+from ..utils.reductions import ValueSummary
 
 __all__ = ["TorchStatistics"]
 
@@ -143,6 +144,38 @@ class TorchStatistics:
             return lambda: [float(v[0]) for v in fetch()]
         return self._pending(list(tensors) + list(subtract or ()),
                              lambda values: [float(v) for v in sums(values)], on_device)
+
+    # -- summaries of activations -------------------------------------------------------------
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None
+                  ) -> Callable[[], list[ValueSummary]]:
+        """Each tensor's :class:`ValueSummary`, computed in float64 where it lives (as
+        ``gradlog.utils.reductions.value_summary`` computes it); a function giving them."""
+        torch = self.torch
+
+        def rows(values: list) -> list:
+            out = []
+            for v in values:
+                a = v.double()
+                nan = torch.full((), math.nan, dtype=torch.float64, device=a.device)
+                if a.numel() == 0:
+                    zero = torch.zeros((), dtype=torch.float64, device=a.device)
+                    out.append(torch.stack([zero, zero, nan if bounds is None else zero, zero]))
+                    continue
+                std, mean = torch.std_mean(a, correction=0)
+                outside = nan if bounds is None else \
+                    ((a < bounds[0]) | (a > bounds[1])).double().mean()
+                units = a.reshape(a.shape[0], a.shape[1], -1) if a.ndim >= 2 else \
+                    a.reshape(1, 1, -1)
+                dead = (units <= 0).all(dim=2).all(dim=0).double()
+                dead = dead.mean() if dead.numel() else torch.zeros_like(mean)
+                out.append(torch.stack([mean, std, outside, dead]))
+            return out
+
+        def on_device(values: list) -> Callable[[], list[ValueSummary]]:
+            fetch = self._to_host(rows(values))
+            return lambda: [ValueSummary(*map(float, v)) for v in fetch()]
+        return self._pending(tensors, lambda values: [ValueSummary(*r.tolist())
+                                                      for r in rows(values)], on_device)
 
     # -- moving the small results -------------------------------------------------------------
     def _to_host(self, pieces: list, wait: bool = False) -> Callable[[], list]:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TextIO
 
 import numpy as np
 
-from ..utils.reductions import vector_norm
+from ..utils.reductions import ValueSummary, vector_norm
 from ..utils.run_hooks import RunHook
 
 if TYPE_CHECKING:  # (the writer's stack is imported only by runs that write)
@@ -484,6 +484,14 @@ class Engine(ABC):
         """Copies of ``tensors`` on their own devices (detached), for statistics taken later
         of values the step is about to change."""
         return [t.detach().clone() for t in tensors]
+
+    @abstractmethod
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None
+                  ) -> Callable[[], list[ValueSummary]]:
+        """Start computing, where the tensors live, each tensor's
+        :class:`~gradlog.utils.reductions.ValueSummary` (mean, std, fraction outside
+        ``bounds``, fraction of dead units); returns a function giving them (for the writer's
+        thread, or when the numbers are needed). The tensors may change once this returns."""
 
     @abstractmethod
     def sums_of_squares(self, tensors: list, subtract: list | None = None

@@ -13,7 +13,7 @@ from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
 from ..tensorboard.histogram import check_arguments, histogram_counts
-from ..utils.reductions import all_finite, sum_of_squares
+from ..utils.reductions import all_finite, sum_of_squares, value_summary
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
@@ -239,6 +239,10 @@ class GradlogEngine(Engine):
         return [0 if a.dtype.kind not in "fc" or all_finite(a) else
                 int(a.size - np.count_nonzero(np.isfinite(a)))
                 for a in (self.to_numpy(t) for t in tensors)]
+
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None) -> Any:
+        arrays = [np.array(self.to_numpy(t)) for t in tensors]  # (snapshots, as above)
+        return lambda: [value_summary(a, bounds) for a in arrays]
 
     def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
         # (snapshots: the step may change the tensors; the exact float64 differences and the

@@ -345,6 +345,9 @@ class TorchEngine(Engine):
     def nonfinite_counts(self, tensors: list) -> list[int]:
         return self._statistics.nonfinite_counts(tensors)
 
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None) -> Any:
+        return self._statistics.summaries(tensors, bounds)
+
     def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
         return self._statistics.sums_of_squares(tensors, subtract)
 

@@ -79,3 +79,20 @@ def test_engine_statistics_equal_numpy(name) -> None:
         assert list(got.bucket_limit) == list(expected.bucket_limit)
         assert counts.nonfinite == nonfinite == 2
     assert engine.nonfinite_counts([t]) == [2]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_engine_summaries_equal_the_float64_reference(name) -> None:
+    from gradlog.utils.reductions import value_summary
+    engine = _engine(name)
+    rng = np.random.default_rng(4)
+    values = np.maximum(rng.standard_normal((8, 5, 3)), 0).astype(np.float32)
+    values[:, 2] = 0.0  # a dead unit
+    tanh = np.tanh(rng.standard_normal((6, 4)) * 3).astype(np.float32)
+    empty = np.zeros((0, 3), dtype=np.float32)
+    for arrays, bounds in (([values, empty], None), ([tanh, values], (-0.97, 0.97))):
+        got = engine.summaries([engine.from_numpy(a) for a in arrays], bounds)()
+        for summary, a in zip(got, arrays):
+            np.testing.assert_allclose(summary, value_summary(a, bounds), rtol=1e-12,
+                                       atol=1e-15)
+    assert engine.summaries([engine.from_numpy(values)])()[0].dead_units == 0.2

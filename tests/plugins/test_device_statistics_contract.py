@@ -29,9 +29,9 @@ PLUGINS = {
     "grad-clip": "grad-clip:max_norm=1.0",
     "grad-noise": "grad-noise",
     "adversarial": "adversarial:log_every=1,clip_min=-10,clip_max=10",
+    "activation-stats": "activation-stats:every=1",
 }
 NOT_YET = {  # still copy to numpy for their statistics (see docs/device-statistics.md)
-    "activation-stats": "activation-stats:every=1",
     "doctor": "doctor:every=1",
 }
 
