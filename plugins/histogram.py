@@ -64,7 +64,7 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0]
 
 
-def _ratios(changes: list[float], sizes: list[float]) -> list[float | None]:
+def update_ratios(changes: list[float], sizes: list[float]) -> list[float | None]:
     """||after - before|| / ||before|| from the sums of squares; None where ||before|| is 0."""
     return [None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
             for change, size in zip(changes, sizes)]
@@ -209,7 +209,7 @@ class Histogram(Plugin):
         changes = run.engine.sums_of_squares([params[n] for n in names], subtract=befores)
         sizes = run.engine.sums_of_squares(befores)
         run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
-                             lambda: _ratios(changes(), sizes()), ())
+                             lambda: update_ratios(changes(), sizes()), ())
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:
