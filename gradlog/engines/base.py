@@ -465,6 +465,14 @@ class Engine(ABC):
         did besides (a job started again)."""
         raise NotImplementedError
 
+    # -- loss scalers ---------------------------------------------------------------------------
+    def scaler_marker(self, scaler: Any) -> Any:
+        """Something of ``scaler`` (a loss scaler: ``get_scale()``, ``update()``) that changes
+        whenever its ``update()`` changes the scale, compared, never interpreted. This
+        default is the scale itself; an engine whose scaler can tell without reading the
+        scale (which may wait for a device) overrides it."""
+        return scaler.get_scale()
+
     # -- statistics: computed where the tensors live, only small results cross ---------------
     @abstractmethod
     def histogram_counts(self, tensors: list, bins: Any = "tensorflow"

@@ -338,6 +338,18 @@ class TorchEngine(Engine):
         from .launchers import torchrun
         return torchrun.run_ranks(n, command, env)  # (the ranks' stderr is this process's)
 
+    def scaler_marker(self, scaler: Any) -> Any:
+        # NOTE: GradScaler.update() rewrites its scale tensor in place
+        # (torch._amp_update_scale_), which bumps the tensor's version counter: read without
+        # the device, where get_scale() waits for it. Before the first scale() there is no
+        # tensor yet (a new one starts at version 0).
+        scale = getattr(scaler, "_scale", None)
+        if scale is None and hasattr(scaler, "_scale"):
+            return 0
+        if not isinstance(scale, self.torch.Tensor):  # (another scaler: its scale)
+            return super().scaler_marker(scaler)
+        return scale._version
+
     # -- statistics: torch ops on the tensors' devices (see _torch_statistics) ----------------
     def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
         return self._statistics.histogram_counts(tensors, bins)
