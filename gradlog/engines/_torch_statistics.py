@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..tensorboard.histogram import HistogramCounts, cuts, fixed_edges, histogram_counts
-from ..utils.reductions import ValueSummary
+from ..utils.reductions import ValueSummary, sum_of_squares
 
 __all__ = ["TorchStatistics"]
 
@@ -125,25 +125,30 @@ class TorchStatistics:
     def sums_of_squares(self, tensors: list, subtract: list | None = None
                         ) -> Callable[[], list[float]]:
         """Each tensor's sum of squares in float64 (of ``tensor - subtract[i]``), where it
-        lives; a function giving the numbers."""
-        n = len(tensors)
+        lives; a function giving the numbers. (On the CPU the host's cache-sized float64
+        pieces: torch's whole-tensor float64 copies cost more than the rest of the work.)"""
+        torch, n = self.torch, len(tensors)
         if n == 0:
             return lambda: []
 
-        def sums(values: list) -> list:
-            out = []
-            for i in range(n):
-                x = values[i].reshape(-1).double()
-                if subtract is not None:
-                    x = x - values[n + i].reshape(-1).double()
-                out.append(x.square().sum().reshape(1))
-            return out
+        def on_host(values: list) -> list[float]:
+            return [sum_of_squares(_host_view(torch, values[i]), None if subtract is None
+                                   else _host_view(torch, values[n + i])) for i in range(n)]
+        return self._pending(list(tensors) + list(subtract or ()), on_host, lambda values:
+                             self.squares_on_device(values[:n], values[n:] or None))
 
-        def on_device(values: list) -> Callable[[], list[float]]:
-            fetch = self._to_host(sums(values))
-            return lambda: [float(v[0]) for v in fetch()]
-        return self._pending(list(tensors) + list(subtract or ()),
-                             lambda values: [float(v) for v in sums(values)], on_device)
+    def squares_on_device(self, tensors: list, subtract: list | None = None
+                          ) -> Callable[[], list[float]]:
+        """The device computation itself, with torch ops on ``tensors`` wherever they are
+        (what CUDA tensors get, on the side stream)."""
+        out = []
+        for i, t in enumerate(tensors):
+            x = t.reshape(-1).double()
+            if subtract is not None:
+                x = x - subtract[i].reshape(-1).double()
+            out.append(x.square().sum().reshape(1))
+        fetch = self._to_host(out)
+        return lambda: [float(v[0]) for v in fetch()]
 
     # -- summaries of activations -------------------------------------------------------------
     def summaries(self, tensors: list, bounds: tuple[float, float] | None = None

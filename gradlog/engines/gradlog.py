@@ -251,5 +251,4 @@ class GradlogEngine(Engine):
         others = [np.array(self.to_numpy(t)) for t in subtract or ()]
         if not others:
             return lambda: [sum_of_squares(a) for a in arrays]
-        return lambda: [sum_of_squares(np.subtract(a, b, dtype=np.float64))
-                        for a, b in zip(arrays, others)]
+        return lambda: [sum_of_squares(a, b) for a, b in zip(arrays, others)]

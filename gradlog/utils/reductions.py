@@ -18,17 +18,21 @@ __all__ = ["sum_of_squares", "vector_norm", "all_finite", "ValueSummary", "value
 _PIECE = 1 << 16  # values converted to float64 at a time: 512 KiB, in the cache
 
 
-def sum_of_squares(values: np.ndarray) -> float:
-    """The sum of the squares of ``values``, accumulated in float64 (the float64 conversion
-    done in cache-sized pieces, faster than one whole-array copy)."""
+def sum_of_squares(values: np.ndarray, subtract: np.ndarray | None = None) -> float:
+    """The sum of the squares of ``values`` (of ``values - subtract``, the differences exact),
+    accumulated in float64 (the float64 conversion done in cache-sized pieces, faster than
+    one whole-array copy)."""
     flat = values.reshape(-1)
-    if flat.dtype == np.float64 or flat.size <= _PIECE:
+    other = None if subtract is None else subtract.reshape(-1)
+    if other is None and (flat.dtype == np.float64 or flat.size <= _PIECE):
         wide = flat.astype(np.float64, copy=False)
         return float(np.einsum("i,i->", wide, wide))  # (einsum's own loop, not BLAS)
-    buffer, total = np.empty(_PIECE), 0.0
+    buffer, total = np.empty(min(_PIECE, flat.size)), 0.0
     for start in range(0, flat.size, _PIECE):
         wide = buffer[:min(_PIECE, flat.size - start)]
         wide[...] = flat[start:start + _PIECE]
+        if other is not None:
+            wide -= other[start:start + _PIECE]  # (in float64: exact for float32 values)
         total += float(np.einsum("i,i->", wide, wide))
     return total
 

@@ -152,3 +152,19 @@ def test_cuda_counts_equal_numpy_and_leave_the_training_stream_alone(dtype) -> N
     assert torch.cuda.current_stream() == stream
     expected, _ = histogram_proto(_numpy_of(_adversarial(dtype)))
     _same(counts_proto(pending()[0]), expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sums_of_squares_on_the_host_and_on_the_device_equal_float64(dtype) -> None:
+    rng = np.random.default_rng(5)
+    before = torch.from_numpy(rng.standard_normal(70_000)).to(getattr(torch, dtype))
+    after = (before.double() + 1e-3).to(before.dtype)
+    wide_before, wide_after = before.double().numpy(), after.double().numpy()
+    expected = [float(np.sum((wide_after - wide_before) ** 2)), float(np.sum(wide_before ** 2))]
+    engine, device = TorchEngine(), TorchStatistics(torch)
+    got = [engine.sums_of_squares([after], subtract=[before])()[0],
+           engine.sums_of_squares([before])()[0]]
+    on_device = [device.squares_on_device([after], [before])()[0],
+                 device.squares_on_device([before])()[0]]
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert on_device == pytest.approx(expected, rel=1e-12)
