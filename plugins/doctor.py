@@ -222,10 +222,8 @@ class Doctor(Plugin):
             return
         names = [n for n, _ in self._params]
         befores = [self._before[n] for n in names]
-        changes = run.engine.sums_of_squares([p for _, p in self._params], subtract=befores)
-        sizes = run.engine.sums_of_squares(befores)
-        self._log_later([f"doctor/update_ratio/{n}" for n in names],
-                        lambda: update_ratios(changes(), sizes()), run.step)
+        ratios = update_ratios(run.engine, [p for _, p in self._params], befores)
+        self._log_later([f"doctor/update_ratio/{n}" for n in names], ratios, run.step)
         self._before = {}
         self._write(run)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,10 +65,14 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0]
 
 
-def update_ratios(changes: list[float], sizes: list[float]) -> list[float | None]:
-    """||after - before|| / ||before|| from the sums of squares; None where ||before|| is 0."""
-    return [None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
-            for change, size in zip(changes, sizes)]
+def update_ratios(engine: Any, params: list, befores: list) -> Callable[[], list[float | None]]:
+    """Start ||after - before|| / ||before|| of each of ``params`` (``befores``: the engine's
+    snapshots from before the step), from float64 sums of squares the engine computes where
+    the weights live; returns a function giving them (None where ||before|| is 0)."""
+    changes = engine.sums_of_squares(params, subtract=befores)
+    sizes = engine.sums_of_squares(befores)
+    return lambda: [None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
+                    for change, size in zip(changes(), sizes())]
 
 
 class Histogram(Plugin):
@@ -206,10 +211,9 @@ class Histogram(Plugin):
         befores = [self._before[n] for n in names]
         # (the engine's sums of squares where the weights live; the ratios on the writer's
         # thread: one event)
-        changes = run.engine.sums_of_squares([params[n] for n in names], subtract=befores)
-        sizes = run.engine.sums_of_squares(befores)
+        ratios = update_ratios(run.engine, [params[n] for n in names], befores)
         run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
-                             lambda: update_ratios(changes(), sizes()), ())
+                             ratios, ())
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:
