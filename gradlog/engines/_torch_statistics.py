@@ -42,8 +42,10 @@ _HEAD = 5  # low, high, num, total, squares
 class TorchStatistics:
     """Counts and reductions of torch tensors, on their devices (one per engine)."""
 
-    def __init__(self, torch: Any) -> None:
+    def __init__(self, torch: Any, is_snapshot: Callable[[Any], bool] = lambda t: False
+                 ) -> None:
         self.torch = torch
+        self._is_snapshot = is_snapshot  # (the engine's snapshots: not copied again)
         self._cuts: dict[tuple, Any] = {}  # (edges id, dtype, device) -> cuts on the device
         self._streams: dict[Any, Any] = {}  # CUDA device -> side stream
 
@@ -246,7 +248,8 @@ class TorchStatistics:
         if cuda and on_device is None:  # (the host's rules, for values on a device)
             copies = [_host_copy(torch, t) for t in tensors]
             return functools.cache(lambda: on_host(copies))
-        snapshots = [_snapshot(torch, t) for t in tensors]  # (on the training stream)
+        snapshots = [t if self._is_snapshot(t) else _snapshot(torch, t)
+                     for t in tensors]  # (on the training stream)
         if not cuda:
             return functools.cache(lambda: on_host(snapshots))
         stream = self._side_stream(cuda[0].device)

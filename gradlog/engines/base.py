@@ -15,6 +15,7 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TextIO
@@ -490,8 +491,16 @@ class Engine(ABC):
 
     def snapshot(self, tensors: list) -> list:
         """Copies of ``tensors`` on their own devices (detached), for statistics taken later
-        of values the step is about to change."""
-        return [t.detach().clone() for t in tensors]
+        of values the step is about to change. The statistics calls read them as they are,
+        without copying them again: the caller must not change them."""
+        copies = [t.detach().clone() for t in tensors]
+        for c in copies:
+            _SNAPSHOTS[id(c)] = c
+        return copies
+
+    def is_snapshot(self, tensor: Any) -> bool:
+        """Whether ``tensor`` is one of :meth:`snapshot`'s copies (which nothing changes)."""
+        return _SNAPSHOTS.get(id(tensor)) is tensor
 
     @abstractmethod
     def summaries(self, tensors: list, bounds: tuple[float, float] | None = None
@@ -507,6 +516,10 @@ class Engine(ABC):
         """Start computing, in float64 where the tensors live, the sum of squares of each
         tensor (of ``tensor - subtract[i]`` with ``subtract``); returns a function giving the
         numbers (for the writer's thread). The tensors may change once this returns."""
+
+
+# the live snapshots, by id (weak: a snapshot is forgotten when its owner drops it)
+_SNAPSHOTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 
 
 class _Found(NamedTuple):

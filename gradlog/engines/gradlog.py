@@ -229,7 +229,7 @@ class GradlogEngine(Engine):
     def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
         # NOTE: the values live in host memory already; the snapshot is what lets the step
         # go on changing them while the writer's thread counts (as a device snapshot does).
-        snapshots = [np.array(self.to_numpy(t)) for t in tensors]
+        snapshots = [self._kept(t) for t in tensors]
         for a in snapshots:
             check_arguments(a, bins)
         return lambda: [histogram_counts(a, bins) for a in snapshots]
@@ -241,14 +241,18 @@ class GradlogEngine(Engine):
                 for a in (self.to_numpy(t) for t in tensors)]
 
     def summaries(self, tensors: list, bounds: tuple[float, float] | None = None) -> Any:
-        arrays = [np.array(self.to_numpy(t)) for t in tensors]  # (snapshots, as above)
+        arrays = [self._kept(t) for t in tensors]  # (snapshots, as above)
         return lambda: [value_summary(a, bounds) for a in arrays]
+
+    def _kept(self, t: Any) -> np.ndarray:
+        """``t``'s values as they are now: a copy, unless ``t`` is a snapshot already."""
+        return self.to_numpy(t) if self.is_snapshot(t) else np.array(self.to_numpy(t))
 
     def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
         # (snapshots: the step may change the tensors; the exact float64 differences and the
         # sums are the writer's thread's work)
-        arrays = [np.array(self.to_numpy(t)) for t in tensors]
-        others = [np.array(self.to_numpy(t)) for t in subtract or ()]
+        arrays = [self._kept(t) for t in tensors]
+        others = [self._kept(t) for t in subtract or ()]
         if not others:
             return lambda: [sum_of_squares(a) for a in arrays]
         return lambda: [sum_of_squares(a, b) for a, b in zip(arrays, others)]

@@ -46,7 +46,7 @@ class TorchEngine(Engine):
         self.torch = torch
         self._module_hooks = LiveHooks()  # the run's hooks on modules, not yet removed
         self._opaque_call: Any = None
-        self._statistics = TorchStatistics(torch)
+        self._statistics = TorchStatistics(torch, self.is_snapshot)
 
     @property
     def nn(self) -> Any:
