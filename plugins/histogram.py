@@ -7,8 +7,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from gradlog.plugin import Plugin
 from gradlog.plugin.outputs import call_name, named_tensors
 from gradlog.plugin.selection import selected
@@ -119,8 +117,8 @@ class Histogram(Plugin):
         self._raw: dict[str, tuple] = {}  # name -> (grad, its version) when counted
         self._raw_counts: Any = None  # the engine's counts of those gradients
         self._also: dict[str, str] = {}  # raw gradients unchanged at the step: the final tag
-        self._local_raw: dict[str, np.ndarray] = {}  # per_rank
-        self._before: dict[str, np.ndarray] = {}
+        self._local_raw: dict[str, Any] = {}  # per_rank: snapshots of the local gradients
+        self._before: dict[str, Any] = {}  # snapshots of the weights before the step
         self._acts: list = []  # this step's activations, taken, until logged
         self._act_handles: list = []
         self._calls: dict[str, int] = {}  # calls of each module in this forward pass
@@ -144,7 +142,7 @@ class Histogram(Plugin):
     def _local_grad(self, run: Any, name: str) -> Any:
         def hook(param: Any) -> None:
             if run.phase == "train" and self._is_due(run):  # with accumulation: latest total
-                self._local_raw[name] = np.array(run.engine.to_numpy(param.grad))
+                self._local_raw[name] = run.engine.snapshot([param.grad])[0]  # (its device)
         return hook
 
     def _is_due(self, run: Any) -> bool:
@@ -237,12 +235,12 @@ class Histogram(Plugin):
                                              for n, tag in also.items()})
         local, self._local_raw = self._local_raw, {}
         scale = run.loss_scale
-        if scale != 1.0:  # (the plugin's own copies, read loss-scaled during backward)
+        if scale != 1.0:  # (the plugin's own snapshots, read loss-scaled during backward)
             for g in local.values():
-                g /= scale
-        if local:  # (the plugin's own snapshots, handed over: one event)
+                g.div_(scale)
+        if local:  # (counted by the engine where they live: one event)
             run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in local.items()},
-                               bins=self.options.bins, copy=False, per_rank=True)
+                               bins=self.options.bins, per_rank=True)
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)
@@ -279,7 +277,8 @@ class Histogram(Plugin):
             prefix = f"histogram/activation/{call_name(name, call)}"
             named = list(named_tensors(output, run.engine.is_tensor, prefix))
             if named:  # counted now, where the activations live (they may change in place)
-                self._acts.append(run.take_histograms(dict(named), self.options.bins))
+                self._acts.append(run.take_histograms(dict(named), self.options.bins,
+                                                      per_rank=self.options.per_rank))
         return hook
 
     def _log_activations(self, run: Any) -> None:

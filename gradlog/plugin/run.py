@@ -295,13 +295,16 @@ class Run:
         """Take what histograms of ``{tag: tensor}`` need now (the tensors may change right
         after), to log later with :meth:`log_taken`: for gradlog's writer the engine's counts,
         computed where the tensors live (nothing full-sized crosses to the host); for another
-        writer, which takes values, copies of the values."""
-        writer = self._ranks.target(per_rank)
+        writer, which takes values, copies of the values. ``per_rank``: also for this rank's
+        sub-run (what is taken serves both)."""
+        writers = [w for w in {self._ranks.target(False), self._ranks.target(per_rank)}
+                   if w is not None]
         tags = list(tag_values)
-        if writer is None or not tags:
+        if not writers or not tags:
             return Taken(tags, None, None)
         values = list(tag_values.values())
-        if supports(writer, "add_histogram_counts") and all(map(self.engine.is_tensor, values)):
+        if all(supports(w, "add_histogram_counts") for w in writers) and \
+                all(map(self.engine.is_tensor, values)):
             return Taken(tags, self.engine.histogram_counts(values, bins), None)
         return Taken(tags, None, ([np.array(self.engine.to_numpy(v)) for v in values], bins))
 
