@@ -518,6 +518,15 @@ class Engine(ABC):
         numbers (for the writer's thread). The tensors may change once this returns."""
 
 
+    # -- the model's graph (TensorBoard's Graphs tab) --------------------------------------------
+    @abstractmethod
+    def graph_def(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  strict: bool = True) -> Any:
+        """The ``GraphDef`` of one forward pass of ``model`` on ``input_to_model`` (a tensor
+        or a tuple of them), traced by this engine's library; what ``SummaryWriter.add_graph``
+        writes. ``strict`` is ``torch.jit.trace``'s (an engine without it ignores it);
+        ``verbose`` prints the graph."""
+
 # the live snapshots, by id (weak: a snapshot is forgotten when its owner drops it)
 _SNAPSHOTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 

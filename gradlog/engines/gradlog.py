@@ -174,6 +174,11 @@ class GradlogEngine(Engine):
         from ..nn.parallel import DistributedDataParallel
         return model.module if isinstance(model, DistributedDataParallel) else model
 
+    def graph_def(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  strict: bool = True) -> Any:
+        from ..tensorboard.graph import autograd_graph_def  # (its autograd graph, walked)
+        return autograd_graph_def(model, input_to_model, verbose)
+
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         from ..utils.hooks import hook_registries
         return hook_registries(model, optimizer)

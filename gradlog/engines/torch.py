@@ -292,6 +292,12 @@ class TorchEngine(Engine):
             self._opaque_call = self.torch.compiler.disable(_call)
         return functools.partial(self._opaque_call, hook)
 
+    def graph_def(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  strict: bool = True) -> Any:
+        # PyTorch's own tracer (torch.jit.trace and its conversion), as its SummaryWriter's
+        from torch.utils.tensorboard._pytorch_graph import graph
+        return graph(model, input_to_model, verbose, strict)[0]
+
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         return hook_registries(model, optimizer, attributes=(
             _MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES))

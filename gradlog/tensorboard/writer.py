@@ -475,8 +475,8 @@ class SummaryWriter:
                   use_strict_trace: bool = True) -> None:
         """Log ``model``'s graph for the Graphs dashboard, from one forward pass (in eval mode)
         on ``input_to_model`` (a tensor or a tuple of them): layers by name, operations and
-        shapes. A PyTorch module is traced by PyTorch (``use_strict_trace`` is its
-        ``strict``); ``verbose`` prints the graph."""
+        shapes. The model's engine traces it: a PyTorch module by PyTorch
+        (``use_strict_trace`` is its ``strict``); ``verbose`` prints the graph."""
         from .graph import graph
 
         self._get_file_writer().add_graph(graph(model, input_to_model, verbose,
