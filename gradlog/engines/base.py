@@ -527,6 +527,14 @@ class Engine(ABC):
         writes. ``strict`` is ``torch.jit.trace``'s (an engine without it ignores it);
         ``verbose`` prints the graph."""
 
+    # -- the end of the process ------------------------------------------------------------------
+    @classmethod
+    def exits_without_teardown(cls) -> bool:
+        """Whether this process, a rank of this engine's job, must end with ``os._exit``
+        once everything is written and closed: the library's job can hang in the
+        interpreter's teardown. Asked by ``gradlog train`` as it exits."""
+        return False
+
 # the live snapshots, by id (weak: a snapshot is forgotten when its owner drops it)
 _SNAPSHOTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 

@@ -331,6 +331,12 @@ class TorchEngine(Engine):
             dist.barrier()
         dist.destroy_process_group()
 
+    @classmethod
+    def exits_without_teardown(cls) -> bool:
+        # NOTE: a rank under torch's launcher with a gloo group: torch 2.13 sometimes never
+        # finishes the interpreter's teardown
+        return bool(os.environ.get("TORCHELASTIC_RUN_ID")) and "torch.distributed" in sys.modules
+
     def data_parallel(self, model: Any) -> Any:
         return self.torch.nn.parallel.DistributedDataParallel(model)
 
