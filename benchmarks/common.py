@@ -26,6 +26,26 @@ def use_wall_clock() -> None:
     TIMER = time.perf_counter
 
 
+def device_clock(torch: Any, device: str) -> Callable[[], float]:
+    """The wall clock for steps on ``device``: on a GPU it first waits for the work queued
+    there, so a block's time is the time its steps took, not the time to queue them."""
+    if device == "cpu":
+        return time.perf_counter
+
+    def clock() -> float:
+        torch.cuda.synchronize()
+        return time.perf_counter()
+    return clock
+
+
+def device_missing(torch: Any, device: str) -> str | None:
+    """Why ``device`` cannot run here (one line), or None when it can."""
+    if device == "cuda" and not torch.cuda.is_available():
+        return ("--device cuda: CUDA is not available here (torch.cuda.is_available() is "
+                "False); run it on a machine with a GPU, or with --device cpu")
+    return None
+
+
 def torch_or_none() -> Any:
     try:
         import torch
@@ -168,15 +188,16 @@ class Copies:
             self.end_block()
 
 
-def interleaved_copies(contenders: dict[str, Copies], *, blocks: int,
-                       per_block: int) -> dict[str, Timing]:
-    """:func:`interleaved` for contenders of several copies, in wall-clock time: every copy
-    warmed up for a block (``interleaved``'s own warm-up would run only the current one), and
-    each block ended by its copy's ``end_block``."""
+def interleaved_copies(contenders: dict[str, Copies], *, blocks: int, per_block: int,
+                       timer: Callable[[], float] = time.perf_counter) -> dict[str, Timing]:
+    """:func:`interleaved` for contenders of several copies, in wall-clock time (``timer``,
+    e.g. :func:`device_clock`'s): every copy warmed up for a block (``interleaved``'s own
+    warm-up would run only the current one), and each block ended by its copy's
+    ``end_block``."""
     for copies in contenders.values():
         copies.warm_up(per_block)
     return interleaved(contenders, blocks=blocks, per_block=per_block, warmup=0,
-                       timer=time.perf_counter,
+                       timer=timer,
                        after_block={name: c.end_block for name, c in contenders.items()})
 
 

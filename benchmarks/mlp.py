@@ -126,12 +126,28 @@ def torch_mlp(weights: list) -> Any:
 
 
 class TorchMLP(EngineModel):
-    def __init__(self, weights: list) -> None:
+    """W1's MLP in PyTorch, on ``device`` (model and each batch moved there)."""
+
+    def __init__(self, weights: list, device: str = "cpu") -> None:
         import torch
         self.lib = torch
-        self.model = torch_mlp(weights)
+        self.device = device
+        self.model = torch_mlp(weights).to(device)
         self.opt = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MOMENTUM)
         self.loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(self, x: np.ndarray, y: np.ndarray) -> Any:
+        """One step; the loss as a float on the CPU, as a tensor on another device (reading
+        it would wait for the device at every step, which a training loop does not do)."""
+        if self.device == "cpu":
+            return super().step(x, y)
+        torch = self.lib
+        self.opt.zero_grad()
+        x, y = (torch.from_numpy(a).to(self.device, non_blocking=True) for a in (x, y))
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        self.opt.step()
+        return loss.detach()
 
     def add_histogram_hooks(self) -> None:
         """What a PyTorch user does for W4b: numpy histograms of weights and gradients."""

@@ -47,6 +47,7 @@ WORKLOADS = {
     "W11": Workload("hf-trainer", "huggingface"),
     "W12": Workload("accelerate", "huggingface"),
 }
+ON_DEVICE = {"torch_watch"}  # the workloads' modules that take --device
 # Not run from here: "W5r remote-scalars", add_scalar throughput to an object store, needs the
 # remote extra and moto's server (python benchmarks/remote.py).
 
@@ -72,6 +73,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="comma-separated workloads by id or name, e.g. W1,W3 or mlp-step")
     p.add_argument("--blocks", type=int, default=9, help="interleaved timing blocks")
     p.add_argument("--json", default="benchmarks/results.json", help="where to write JSON")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where W7 runs its PyTorch models (the other workloads run on the "
+                        "CPU); cuda without CUDA says so and skips the row")
     p.add_argument("--system-malloc", action="store_true",
                    help="leave glibc's malloc thresholds alone (default: keep freed memory for "
                         "reuse, as gradlog train does, for every contender alike)")
@@ -134,14 +138,15 @@ def main(argv: list[str] | None = None) -> int:
                    "W5-image": raw["image"]}
         else:
             mod = __import__(f"benchmarks.{module}", fromlist=["run"])
-            out = mod.run(quick=args.quick, blocks=args.blocks)
+            on_device = {"device": args.device} if module in ON_DEVICE else {}
+            out = mod.run(quick=args.quick, blocks=args.blocks, **on_device)
         for name, value in out.items():
             if name in wanted or not any(w in out for w in wanted):
                 results[name] = value
                 _print(name, value)
         print(f"  ({module}: {time.perf_counter() - start:.1f} s)")
     meta = {"python": platform.python_version(), "machine": platform.machine(),
-            "threads": args.threads, "quick": args.quick,
+            "threads": args.threads, "quick": args.quick, "device": args.device,
             "malloc": "system" if args.system_malloc else "reuse freed memory"}
     with open(args.json, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=2, default=str)

@@ -24,7 +24,9 @@ gradlog's overhead (time above bare) at most half of wandb's. That last ratio di
 differences of about 1% and 5% of a step, so block noise moves it a lot: each run also gives
 its 90% interval (bootstrap over the rounds of blocks). ``--quick`` checks that the watched
 runs train bit-identically to the bare one (observers leave the trajectory alone) and times
-nothing.
+nothing. ``--device cuda`` runs every contender on the GPU (the model, its batches and
+wandb's copies alike), each block's clock read after waiting for the GPU; without CUDA it says
+so in one line and skips the row.
 """
 
 from __future__ import annotations
@@ -38,7 +40,15 @@ from typing import Any
 
 import numpy as np
 
-from .common import Copies, bootstrap_interval, cycler, interleaved_copies, torch_or_none
+from .common import (
+    Copies,
+    bootstrap_interval,
+    cycler,
+    device_clock,
+    device_missing,
+    interleaved_copies,
+    torch_or_none,
+)
 from .mlp import TorchMLP, make_batches, make_weights
 
 PER_BLOCK = 100  # steps per timing block: one logging step at every=100 in each
@@ -48,21 +58,23 @@ AS_WANDB = ['histogram:every=100,kinds=["weight","grad"]', "grad-norm:every=100"
 DOCTOR = ["doctor"]  # at its default cadence (W9 measures it on W1's step as well)
 
 
-def _watched(weights: list, plugins: list, logdir: str) -> tuple[TorchMLP, Any]:
+def _watched(weights: list, plugins: list, logdir: str,
+             device: str) -> tuple[TorchMLP, Any]:
     import gradlog as gl
-    model = TorchMLP(weights)
+    model = TorchMLP(weights, device)
     run = gl.watch(model.model, model.opt, logdir=logdir, plugins=plugins)
     return model, run
 
 
-def _wandb_watched(weights: list, logdir: str) -> tuple[list[TorchMLP], Any] | None:
+def _wandb_watched(weights: list, logdir: str,
+                   device: str) -> tuple[list[TorchMLP], Any] | None:
     try:
         import wandb
     except ImportError:
         return None
     os.environ.setdefault("WANDB_SILENT", "true")
     run = wandb.init(mode="offline", dir=logdir, project="gradlog-w7", reinit=True)
-    models = [TorchMLP(weights) for _ in range(COPIES)]
+    models = [TorchMLP(weights, device) for _ in range(COPIES)]
     for model in models:  # (one run watches them all, as wandb.watch allows)
         wandb.watch(model.model, log="all", log_freq=100)
     return models, run
@@ -92,50 +104,58 @@ def _overhead_over_wandbs(name: str, runs: list[dict[str, np.ndarray]]) -> float
 
 
 def _trajectory(model: TorchMLP, batches: list, steps: int) -> list[float]:
-    return [model.step(x, y) for x, y in (batches * steps)[:steps]]
+    return [float(model.step(x, y)) for x, y in (batches * steps)[:steps]]
 
 
-def run(quick: bool, blocks: int) -> dict[str, Any]:
-    if torch_or_none() is None:
+def run(quick: bool, blocks: int, device: str = "cpu") -> dict[str, Any]:
+    torch = torch_or_none()
+    if torch is None:
         return {"W7": {"skipped": "torch is not installed"}}
+    missing = device_missing(torch, device)
+    if missing is not None:
+        print(f"W7: {missing}", file=sys.stderr, flush=True)
+        return {"W7": {"skipped": missing}}
     with tempfile.TemporaryDirectory(prefix="gradlog-w7-", ignore_cleanup_errors=True) as logdir:
-        return _run_in(logdir, quick, blocks)
+        return _run_in(logdir, quick, blocks, device)
 
 
-def _run_in(logdir: str, quick: bool, blocks: int) -> dict[str, Any]:
+def _run_in(logdir: str, quick: bool, blocks: int, device: str) -> dict[str, Any]:
     weights = make_weights()
     batches = make_batches(4 if quick else 16)
     if quick:
-        bare = _trajectory(TorchMLP(weights), batches, 5)
+        bare = _trajectory(TorchMLP(weights, device), batches, 5)
         for name, plugins in (("watch", []), ("histogram+grad-norm", PLUGINS)):
-            model, watch = _watched(weights, plugins, os.path.join(logdir, name))
+            model, watch = _watched(weights, plugins, os.path.join(logdir, name), device)
             with watch:
                 if _trajectory(model, batches, 5) != bare:
                     raise AssertionError(f"W7 {name}: the watched run's losses differ from "
                                          "the bare run's")
         return {"W7": {"checked": {"bare": bare}}}
-    contenders = {name: Copies([cycler(TorchMLP(weights), batches) for _ in range(COPIES)])
+    contenders = {name: Copies([cycler(TorchMLP(weights, device), batches)
+                                for _ in range(COPIES)])
                   for name in ("bare", "bare again")}
     closers = []
     for name, plugins in (("watch", []), ("histogram+grad-norm", PLUGINS),
                           ("weight+grad histograms+grad-norm", AS_WANDB), ("doctor", DOCTOR)):
         steps, flushes = [], []
         for i in range(COPIES):
-            model, watch = _watched(weights, plugins, os.path.join(logdir, f"{name}-{i}"))
+            model, watch = _watched(weights, plugins, os.path.join(logdir, f"{name}-{i}"),
+                                    device)
             steps.append(cycler(model, batches))
             flushes.append(watch.writer.flush)
             closers.append(watch.close)
         contenders[name] = Copies(steps, flushes)
-    anchor = _wandb_watched(weights, os.path.join(logdir, "wandb"))
+    anchor = _wandb_watched(weights, os.path.join(logdir, "wandb"), device)
     if anchor is not None:
         contenders["wandb.watch"] = Copies([cycler(model, batches) for model in anchor[0]])
         closers.append(anchor[1].finish)
     try:
-        t = interleaved_copies(contenders, blocks=blocks, per_block=PER_BLOCK)
+        t = interleaved_copies(contenders, blocks=blocks, per_block=PER_BLOCK,
+                               timer=device_clock(torch_or_none(), device))
     finally:
         for close in closers:
             close()
-    out: dict[str, Any] = {f"{k}_s": v.median for k, v in t.items()}
+    out: dict[str, Any] = {"device": device, **{f"{k}_s": v.median for k, v in t.items()}}
     clocks = {"": "samples", " (process cpu)": "cpu_samples",
               # (the training thread alone: the writer's thread and wandb's process not in it)
               " (training thread cpu)": "thread_samples"}

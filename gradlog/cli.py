@@ -151,10 +151,11 @@ def train(example: str | None, logdir: str | None, epochs: int | None,
                            config_file=config_file,
                            strict_plugins=True if strict_plugins else None, resume=resume,
                            quiet=quiet, nproc=nproc)
+    from .engines import engine_classes
     status = run_training(options)
-    if os.environ.get("TORCHELASTIC_RUN_ID") and "torch.distributed" in sys.modules:
-        # NOTE: a rank under torch's launcher leaves without interpreter teardown: torch 2.13
-        # with a gloo group sometimes never finishes it (everything is written and closed)
+    if any(engine.exits_without_teardown() for engine in engine_classes()):
+        # (a rank whose engine's job can hang in the interpreter's teardown; everything is
+        # written and closed by now)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)

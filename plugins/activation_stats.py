@@ -3,16 +3,16 @@ fixed probe batch."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
 from gradlog.plugin import Plugin
 from gradlog.plugin.outputs import call_name, named_tensors
 from gradlog.plugin.selection import selected
+from gradlog.utils.reductions import ValueSummary
 
 # Selected by default: activation modules, recognised by class name so that other libraries'
 # count too (transformers' GELUActivation, NewGELUActivation, SiLUActivation; timm's GELUTanh,
@@ -60,21 +60,20 @@ class Options:
                 "the probe set)"})
 
 
-def unit_stats(values: np.ndarray, saturation: tuple[float, float] | None) -> dict[str, float]:
-    """Mean, std (population) and, per unit (axis 1: channels of a conv output, features of a
+def unit_stats(summary: Any, saturation: tuple[float, float] | None) -> dict[str, float]:
+    """The logged numbers of an engine's ``ValueSummary`` (computed with ``bounds=saturation``):
+    mean, std (population) and, per unit (axis 1: channels of a conv output, features of a
     linear one), the fraction of dead units (<= 0 for every example and position) or, for a
     saturating activation, the fraction of values beyond its saturation bounds."""
-    a = np.asarray(values, dtype=np.float64)
-    stats = {"mean": float(a.mean()) if a.size else 0.0,
-             "std": float(a.std()) if a.size else 0.0}
+    stats = {"mean": summary.mean, "std": summary.std}
     if saturation is not None:
-        lo, hi = saturation
-        stats["saturated_fraction"] = float(np.mean((a < lo) | (a > hi))) if a.size else 0.0
-        return stats
-    units = a.reshape(a.shape[0], a.shape[1], -1) if a.ndim >= 2 else a.reshape(1, 1, -1)
-    dead = np.all(units <= 0, axis=(0, 2))
-    stats["dead_fraction"] = float(dead.mean()) if dead.size else 0.0
+        stats["saturated_fraction"] = summary.outside
+    else:
+        stats["dead_fraction"] = summary.dead_units
     return stats
+
+
+_NAN_SUMMARY = ValueSummary(math.nan, math.nan, math.nan, math.nan)  # (for the keys)
 
 
 class ActivationStats(Plugin):
@@ -156,7 +155,7 @@ class ActivationStats(Plugin):
                               "no training batch seen; nothing to probe", RuntimeWarning,
                               stacklevel=2)
             return
-        found: dict[str, dict[str, float]] = {}
+        found: list[tuple[str, Any, Any]] = []  # (path, saturation, its value)
         calls: dict[str, int] = {}
         handles = [run.hooks.register_forward_hook(
                        module, self._capture(run.engine, name, sat, found, calls))
@@ -170,20 +169,38 @@ class ActivationStats(Plugin):
             for h in handles:
                 run.hooks.remove(h)
         self._probed_updates, self._probed_step = self._updates, step
-        for name, stats in found.items():
-            for key, value in stats.items():
-                run.log_scalar(f"activation-stats/{name}/{key}", value, step=step)
-                if self.options.per_rank:
-                    run.log_scalar(f"activation-stats/{name}/{key}", value, step=step,
-                                   per_rank=True)
+        if found:
+            self._log(run, found, step)
+
+    def _log(self, run: Any, found: list, step: int) -> None:
+        """The numbers of the probe's outputs, computed by the engine where they live (one
+        call per saturation bound) and written as one event from the writer's thread."""
+        tags: list[str] = []
+        parts: list[Any] = []
+        for saturation in dict.fromkeys(sat for _, sat, _ in found):
+            chosen = [(path, value) for path, sat, value in found if sat == saturation]
+            pending = run.engine.summaries([v for _, v in chosen], bounds=saturation)
+            keys = list(unit_stats(_NAN_SUMMARY, saturation))
+            tags += [f"activation-stats/{path}/{key}" for path, _ in chosen for key in keys]
+            parts.append((pending, saturation))
+
+        def numbers() -> list[float]:
+            return [number for pending, saturation in parts for summary in pending()
+                    for number in unit_stats(summary, saturation).values()]
+        run.log_scalars_from(tags, numbers, (), step=step)
+        if self.options.per_rank:
+            for tag, value in zip(tags, numbers()):
+                run.log_scalar(tag, value, step=step, per_rank=True)
 
     @staticmethod
-    def _capture(engine: Any, name: str, saturation: Any, found: dict, calls: dict) -> Any:
+    def _capture(engine: Any, name: str, saturation: Any, found: list, calls: dict) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
             call = calls.get(name, 0)  # (each call of the module, each tensor it returns)
             calls[name] = call + 1
-            for path, value in named_tensors(output, engine.is_tensor, call_name(name, call)):
-                found[path] = unit_stats(engine.to_numpy(value), saturation)
+            named = list(named_tensors(output, engine.is_tensor, call_name(name, call)))
+            # (snapshots where the values live: a later in-place op may change an output)
+            for (path, _), value in zip(named, engine.snapshot([v for _, v in named])):
+                found.append((path, saturation, value))
         return hook
 
     def state_dict(self) -> dict:

@@ -5,14 +5,17 @@ finding once, when it first shows."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from gradlog_plugins.activation_stats import activation_kind, unit_stats
+from gradlog_plugins.histogram import update_ratios
 
 from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with, to_json
 from gradlog.doctor.trace import NONFINITE_TEXT
@@ -89,9 +92,12 @@ class Doctor(Plugin):
         self.rules = rules_with(o.thresholds)
         self.trace = Trace()
         self.findings: dict[str, Finding] = {}
-        self._before: dict[str, np.ndarray] = {}
-        self._pending: dict[int, dict[str, float]] = {}  # measured, not yet written
-        self._acts: dict[str, dict[str, float]] = {}
+        self._before: dict[str, Any] = {}  # snapshots of the weights, where they live
+        # measured, not yet written: step -> [(tags, numbers)], numbers() one number or None
+        # per tag (the engine's results, ready on the writer's thread)
+        self._pending: dict[int, list[tuple[list[str], Callable[[], list]]]] = {}
+        self._untraced: list[tuple[int, list[str], Callable[[], list]]] = []  # rules not fed
+        self._acts: set[str] = set()
         self._handles: list = []
         self._nonfinite_seen = False
         self._nonfinite_step: int | None = None
@@ -207,18 +213,17 @@ class Doctor(Plugin):
         if self._carried is not None:
             self._log(run, "doctor/grad_carried_over", self._carried, step)
             self._carried = None
-        # copies in the parameters' own dtype: the difference of two nearby floats is exact
-        self._before = {n: np.array(run.engine.to_numpy(p)) for n, p in self._params}
+        # snapshots where the weights live, in their own dtype (the engine subtracts in float64)
+        self._before = dict(zip([n for n, _ in self._params],
+                                run.engine.snapshot([p for _, p in self._params])))
 
     def on_after_optimizer_step(self, run: Any) -> None:
         if not self._before:
             return
-        for n, p in self._params:
-            before = self._before[n].reshape(-1)
-            size = _norm(before)
-            if size > 0:
-                change = run.engine.to_numpy(p).reshape(-1) - before
-                self._log(run, f"doctor/update_ratio/{n}", _norm(change) / size, run.step)
+        names = [n for n, _ in self._params]
+        befores = [self._before[n] for n in names]
+        ratios = update_ratios(run.engine, [p for _, p in self._params], befores)
+        self._log_later([f"doctor/update_ratio/{n}" for n in names], ratios, run.step)
         self._before = {}
         self._write(run)
 
@@ -247,36 +252,51 @@ class Doctor(Plugin):
 
     # -- measuring ----------------------------------------------------------------------------
     def _log(self, run: Any, tag: str, value: float, step: int) -> None:
-        self.trace.add_scalar(tag, step, value)
-        self._pending.setdefault(step, {})[tag] = value
+        self._log_later([tag], lambda: [value], step)
+
+    def _log_later(self, tags: list[str], numbers: Callable[[], list], step: int) -> None:
+        """``numbers()`` (a number or None per tag, None logging nothing) is asked for on the
+        writer's thread, and by the rules when they next look (:meth:`_traced`)."""
+        numbers = functools.cache(numbers)
+        self._pending.setdefault(step, []).append((tags, numbers))
+        self._untraced.append((step, tags, numbers))
+
+    def _traced(self) -> None:
+        untraced, self._untraced = self._untraced, []
+        for step, tags, numbers in untraced:
+            for tag, value in zip(tags, numbers()):
+                if value is not None:
+                    self.trace.add_scalar(tag, step, value)
 
     def _write(self, run: Any) -> None:
         """The numbers measured so far, one event per step: a measuring step has a few dozen,
         and a call each (a record each, written at once while the writer's thread is idle)
         cost more than measuring them."""
         pending, self._pending = self._pending, {}
-        for step, values in pending.items():
-            numbers = list(values.values())
-            run.log_scalars_from(list(values), lambda numbers=numbers: numbers, (), step=step)
+        for step, parts in pending.items():
+            tags = [tag for each, _ in parts for tag in each]
+            run.log_scalars_from(tags, lambda parts=parts: [
+                value for _, numbers in parts for value in numbers()], (), step=step)
 
     def _activation_hook(self, run: Any, name: str, saturation: Any) -> Any:
         def hook(module: Any, args: Any, output: Any) -> None:
             if run.phase != "train" or name in self._acts \
                     or isinstance(output, (tuple, list, dict)):
                 return
-            stats = unit_stats(run.engine.to_numpy(output), saturation)
-            self._acts[name] = stats
-            for key, tag in (("std", "activation_std"), ("dead_fraction", "dead_fraction"),
-                             ("saturated_fraction", "saturated_fraction")):
-                if key in stats:
-                    self._log(run, f"doctor/{tag}/{name}", stats[key], run.step)
+            self._acts.add(name)
+            pending = run.engine.summaries([output], saturation)  # (where the output lives)
+            keys = [key for key in _ACTIVATION_TAGS if (key == "saturated_fraction")
+                    == (saturation is not None)]
+            self._log_later([f"doctor/{_ACTIVATION_TAGS[key]}/{name}" for key in keys],
+                            lambda: [unit_stats(pending()[0], saturation)[key] for key in keys],
+                            run.step)
         return hook
 
     def _remove_hooks(self, run: Any) -> None:
         handles, self._handles = self._handles, []
         for handle in handles:
             run.hooks.remove(handle)
-        self._acts = {}
+        self._acts = set()
 
     def _report_nonfinite(self, run: Any, step: int) -> None:
         """Where the first non-finite value came from: the first module whose output is
@@ -309,9 +329,9 @@ class Doctor(Plugin):
             def check(module: Any, args: Any, output: Any) -> None:
                 if found or isinstance(output, (tuple, list, dict)):
                     return
-                if not np.isfinite(run.engine.to_numpy(output)).all() and all(
-                        np.isfinite(run.engine.to_numpy(a)).all() for a in args
-                        if run.engine.is_tensor(a)):
+                inputs = [a for a in args if run.engine.is_tensor(a)]
+                counts = run.engine.nonfinite_counts([output, *inputs])  # (where they live)
+                if counts[0] and not any(counts[1:]):
                     found.append(name)
             return check
 
@@ -327,6 +347,7 @@ class Doctor(Plugin):
 
     # -- findings -----------------------------------------------------------------------------
     def _check(self, run: Any, final: bool = False) -> None:
+        self._traced()
         new = [f for f in diagnose(self.trace, self.rules)
                if f.kind not in self.findings and f.kind not in self.options.ignore]
         if not new:
@@ -388,9 +409,8 @@ def _nan_sentinel(named: list) -> Any:
     return min((p for n, p in named if _owner(n) == first), key=lambda p: p.numel())
 
 
-def _norm(values: np.ndarray) -> float:
-    # einsum: numpy's own loop, not a BLAS call that may spread over the training's cores
-    return math.sqrt(float(np.einsum("i,i->", values, values, dtype=np.float64)))
+_ACTIVATION_TAGS = {"std": "activation_std", "dead_fraction": "dead_fraction",
+                    "saturated_fraction": "saturated_fraction"}
 
 
 def _l2(norms: list[float]) -> float:

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from gradlog.plugin import Plugin
 from gradlog.plugin.outputs import call_name, named_tensors
 from gradlog.plugin.selection import selected
 
 KINDS = ("weight", "grad_raw", "grad", "activation", "update_ratio")
-_PIECE = 1 << 16  # values per piece of the update ratio's float64 sums
 # numpy's bin estimators, accepted by the writer's add_histogram besides "tensorflow" and ints
 BIN_RULES = ("tensorflow", "auto", "fd", "doane", "scott", "stone", "rice", "sturges", "sqrt")
 
@@ -66,39 +63,14 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0]
 
 
-def _update_ratio(before: np.ndarray, after: np.ndarray) -> float | None:
-    """||after - before|| / ||before|| (Frobenius), None when ||before|| is 0. In float64, from
-    the exact differences of the values, through two cache-sized buffers (whole-tensor float64
-    copies cost more than the rest of the work)."""
-    before, after = before.reshape(-1), after.reshape(-1)
-    was_buffer, now_buffer = np.empty(min(before.size, _PIECE)), np.empty(min(before.size, _PIECE))
-    change = size = 0.0
-    for start in range(0, before.size, _PIECE):
-        was = was_buffer[:min(_PIECE, before.size - start)]
-        now = now_buffer[:was.size]
-        was[...] = before[start:start + _PIECE]
-        now[...] = after[start:start + _PIECE]
-        now -= was
-        # numpy's reductions, not a BLAS dot: OpenBLAS spreads a dot over its threads, which
-        # would compete with training for the other core (the buffers are not needed after)
-        size += float(np.square(was, out=was).sum())
-        change += float(np.square(now, out=now).sum())
-    return None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
-
-
-def _update_ratios(befores: list, *afters: np.ndarray) -> list[float | None]:
-    return [_update_ratio(before, after) for before, after in zip(befores, afters)]
-
-
-def _same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether ``a`` and ``b`` hold the same values bit for bit (NaN payloads and the sign of
-    zero included), so that their histograms are the same."""
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.kind == "f":
-        bits = np.dtype(f"u{a.dtype.itemsize}")
-        a, b = a.view(bits), b.view(bits)
-    return bool(np.array_equal(a, b))
+def update_ratios(engine: Any, params: list, befores: list) -> Callable[[], list[float | None]]:
+    """Start ||after - before|| / ||before|| of each of ``params`` (``befores``: the engine's
+    snapshots from before the step), from float64 sums of squares the engine computes where
+    the weights live; returns a function giving them (None where ||before|| is 0)."""
+    changes = engine.sums_of_squares(params, subtract=befores)
+    sizes = engine.sums_of_squares(befores)
+    return lambda: [None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
+                    for change, size in zip(changes(), sizes())]
 
 
 class Histogram(Plugin):
@@ -142,10 +114,12 @@ class Histogram(Plugin):
         self._kinds = frozenset(self.options.kinds)
         self._param_list: list = []
         self._module_list: list = []
-        self._raw: dict[str, np.ndarray] = {}
-        self._local_raw: dict[str, np.ndarray] = {}  # per_rank
-        self._before: dict[str, np.ndarray] = {}
-        self._acts: dict[str, np.ndarray] = {}  # this step's activations, until logged
+        self._raw: dict[str, tuple] = {}  # name -> (grad, its version) when counted
+        self._raw_counts: Any = None  # the engine's counts of those gradients
+        self._also: dict[str, str] = {}  # raw gradients unchanged at the step: the final tag
+        self._local_raw: dict[str, Any] = {}  # per_rank: snapshots of the local gradients
+        self._before: dict[str, Any] = {}  # snapshots of the weights before the step
+        self._acts: list = []  # this step's activations, taken, until logged
         self._act_handles: list = []
         self._calls: dict[str, int] = {}  # calls of each module in this forward pass
 
@@ -168,7 +142,7 @@ class Histogram(Plugin):
     def _local_grad(self, run: Any, name: str) -> Any:
         def hook(param: Any) -> None:
             if run.phase == "train" and self._is_due(run):  # with accumulation: latest total
-                self._local_raw[name] = np.array(run.engine.to_numpy(param.grad))
+                self._local_raw[name] = run.engine.snapshot([param.grad])[0]  # (its device)
         return hook
 
     def _is_due(self, run: Any) -> bool:
@@ -182,6 +156,7 @@ class Histogram(Plugin):
         if run.micro_batch:  # weights and activations once a step: its first micro-batch's
             return
         self._raw.clear()
+        self._raw_counts = None
         self._local_raw.clear()
         self._before.clear()
         if "weight" in self._kinds:  # the weights this batch is computed with (one event)
@@ -193,36 +168,35 @@ class Histogram(Plugin):
     def on_after_backward(self, run: Any) -> None:
         if "grad_raw" not in self._kinds:
             return
-        # Copied: a mutator may change .grad in place before the step. (Fired when the
-        # optimizer is about to step: with gradient accumulation, the step's total.)
-        self._raw = {n: np.array(run.engine.to_numpy(p.grad)) for n, p in self._param_list
-                     if p.grad is not None}
+        # Counted now, on the gradients' device: a mutator may change .grad in place before
+        # the step. (Fired when the optimizer is about to step: with gradient accumulation,
+        # the step's total.)
+        named = [(n, p.grad) for n, p in self._param_list if p.grad is not None]
+        # NOTE: a tensor's _version (PyTorch's in-place counter, gradlog's too) tells at the
+        # step whether a gradient is still, bit for bit, the one counted here
+        self._raw = {n: (g, g._version) for n, g in named}
+        self._also = {}
+        self._raw_counts = run.take_histograms(
+            {f"histogram/grad_raw/{n}": g for n, g in named}, self.options.bins)
 
     def on_before_optimizer_step(self, run: Any) -> None:
-        final: dict[str, np.ndarray] = {}
-        both: dict[str, tuple[str]] = {}
+        changed: dict[str, Any] = {}
         for n, p in self._param_list:
             if p.grad is None:
                 continue
             if "grad" in self._kinds:
                 tag = f"histogram/grad/{n}"
-                final[tag], same = self._final_grad(n, run.engine.to_numpy(p.grad))
-                if same:
-                    both[tag] = (f"histogram/grad_raw/{n}",)
+                raw = self._raw.get(n)
+                if raw is not None and raw[0] is p.grad and raw[1] == p.grad._version:
+                    self._also[n] = tag  # the raw histogram, written under both tags
+                else:
+                    changed[tag] = p.grad
             if "update_ratio" in self._kinds:
-                self._before[n] = np.array(run.engine.to_numpy(p))
-        if final:  # (the plugin's own arrays, handed over: one event)
-            run.log_histograms(final, bins=self.options.bins, also_tags=both, copy=False)
-
-    def _final_grad(self, name: str, grad: np.ndarray) -> tuple[np.ndarray, bool]:
-        """The array to log as the final gradient, and whether it is the raw one: unless a
-        mutator (or the user's loop) changed it, it is, bit for bit, and one histogram is
-        then computed and written under both tags."""
-        raw = self._raw.get(name)
-        if raw is not None and _same_bits(raw, grad):
-            del self._raw[name]
-            return raw, True
-        return np.array(grad), False
+                self._before[n] = p
+        if self._before:  # copies where the weights live, for the update ratios
+            self._before = dict(zip(self._before, run.engine.snapshot(list(self._before.values()))))
+        if changed:  # (counted by the engine: one event)
+            run.log_histograms(changed, bins=self.options.bins)
 
     def on_after_optimizer_step(self, run: Any) -> None:
         # Fired on every step, also one that nan-guard skipped (there the raw gradients, NaN
@@ -232,11 +206,12 @@ class Histogram(Plugin):
             return
         params = dict(self._param_list)
         names = list(self._before)
-        # (one event, computed on the writer's thread) the snapshots before the step are this
-        # plugin's own, bound to the function: only the updated parameters are copied for it
+        befores = [self._before[n] for n in names]
+        # (the engine's sums of squares where the weights live; the ratios on the writer's
+        # thread: one event)
+        ratios = update_ratios(run.engine, [params[n] for n in names], befores)
         run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
-                             functools.partial(_update_ratios, [self._before[n] for n in names]),
-                             tuple(params[n] for n in names))
+                             ratios, ())
         self._before.clear()
 
     def on_batch_end(self, run: Any) -> None:
@@ -253,15 +228,19 @@ class Histogram(Plugin):
         if not (self._raw or self._local_raw):  # (most steps: nothing was taken)
             return
         raw, self._raw = self._raw, {}
+        counts, self._raw_counts = self._raw_counts, None
+        also, self._also = self._also, {}
+        if raw:
+            run.log_taken(counts, also_tags={f"histogram/grad_raw/{n}": (tag,)
+                                             for n, tag in also.items()})
         local, self._local_raw = self._local_raw, {}
         scale = run.loss_scale
-        if scale != 1.0:  # (the plugin's own copies, read loss-scaled during backward)
+        if scale != 1.0:  # (the plugin's own snapshots, read loss-scaled during backward)
             for g in local.values():
-                g /= scale
-        for snapshots, per_rank in ((raw, False), (local, True)):
-            if snapshots:  # (the plugin's own snapshots, handed over: one event)
-                run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in snapshots.items()},
-                                   bins=self.options.bins, copy=False, per_rank=per_rank)
+                g.div_(scale)
+        if local:  # (counted by the engine where they live: one event)
+            run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in local.items()},
+                               bins=self.options.bins, per_rank=True)
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)
@@ -296,18 +275,20 @@ class Histogram(Plugin):
             call = self._calls.get(name, 0)  # (a module may run several times per forward)
             self._calls[name] = call + 1
             prefix = f"histogram/activation/{call_name(name, call)}"
-            for tag, value in named_tensors(output, run.engine.is_tensor, prefix):
-                self._acts[tag] = np.array(run.engine.to_numpy(value))
+            named = list(named_tensors(output, run.engine.is_tensor, prefix))
+            if named:  # counted now, where the activations live (they may change in place)
+                self._acts.append(run.take_histograms(dict(named), self.options.bins,
+                                                      per_rank=self.options.per_rank))
         return hook
 
     def _log_activations(self, run: Any) -> None:
-        """The step's activations so far, as one event (the plugin's own copies, handed
-        over)."""
-        acts, self._acts = self._acts, {}
+        """The step's activations so far, as one event (the engine's counts)."""
+        acts, self._acts = self._acts, []
         if acts:
-            run.log_histograms(acts, bins=self.options.bins, copy=False)
+            taken = type(acts[0]).merged(acts)
+            run.log_taken(taken)
             if self.options.per_rank:
-                run.log_histograms(acts, bins=self.options.bins, copy=False, per_rank=True)
+                run.log_taken(taken, per_rank=True)
 
     def state_dict(self) -> dict:
         return {}

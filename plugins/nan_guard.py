@@ -7,10 +7,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
-
 from gradlog.plugin import Plugin, PluginAbort, SkipStep
-from gradlog.utils.reductions import all_finite
 
 
 @dataclass
@@ -26,9 +23,11 @@ class Options:
         "help": "also report a non-finite training loss (from the batch's metrics)"})
 
 
-def _nonfinite(named_grads: list[tuple[str, np.ndarray]]) -> list[str]:
-    """The names whose gradient holds a NaN or an Inf."""
-    return [name for name, values in named_grads if not all_finite(values)]
+def _nonfinite(engine: Any, named_grads: list[tuple[str, Any]]) -> list[str]:
+    """The names whose gradient holds a NaN or an Inf (counted by the engine, where the
+    gradients live: one small transfer for all of them)."""
+    counts = engine.nonfinite_counts([g for _, g in named_grads])
+    return [name for (name, _), count in zip(named_grads, counts) if count]
 
 
 class NanGuard(Plugin):
@@ -83,8 +82,8 @@ class NanGuard(Plugin):
     def on_before_optimizer_step(self, run: Any) -> None:
         arrival = list(self._arrival)
         self._arrival.clear()  # in place: the hooks hold this list
-        bad = _nonfinite([(n, run.engine.to_numpy(p.grad)) for n, p in self._params
-                          if p.grad is not None])
+        bad = _nonfinite(run.engine, [(n, p.grad) for n, p in self._params
+                                      if p.grad is not None])
         if not bad:
             self.consecutive = 0
             return

@@ -133,3 +133,48 @@ def test_an_upward_or_sideways_import_is_found(tmp_path, monkeypatch, source, li
     target.write_text((target.read_text() if target.exists() else "") + f"\n{line}\n")
     monkeypatch.setattr(__import__(__name__), "PACKAGE", copy)
     assert any(str(Path("gradlog", source)) in v for v in violations())
+
+
+# where PyTorch may be imported: the engine that wraps it and the frameworks built on it
+TORCH_PARTS = ("engines", "integrations")
+
+
+def torch_imports(path: Path) -> list[int]:
+    """Lines of ``path`` importing torch or a module of it (``import torch.nn``, ``from
+    torch.utils import x``, ``importlib.import_module("torch...")``), lazy imports included."""
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names = [node.module or ""]
+        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(
+                node.func, "id", None)) in ("import_module", "__import__") and node.args \
+                and isinstance(node.args[0], ast.Constant):
+            names = [str(node.args[0].value)]
+        else:
+            continue
+        if any(n == "torch" or n.startswith("torch.") for n in names):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_engines_and_integrations_import_torch():
+    """Engine-specific code lives in gradlog/engines (and the framework integrations, which
+    exist for PyTorch's frameworks): the rest of gradlog asks the model's engine."""
+    found = [f"{path.relative_to(PACKAGE.parent)}:{line}"
+             for path in sorted(PACKAGE.rglob("*.py"))
+             if module_name(path).split(".")[0] not in TORCH_PARTS
+             for line in torch_imports(path)]
+    assert found == []
+
+
+@pytest.mark.parametrize("line", [
+    "import torch", "import torch.nn as nn", "from torch.utils.tensorboard import x",
+    "importlib.import_module('torch.distributed')"])
+def test_a_torch_import_outside_the_engines_is_found(tmp_path, line):
+    source = tmp_path / "module.py"
+    source.write_text(f"def f():\n    {line}\n")
+    assert torch_imports(source) == [2]
+    source.write_text("import torchvision_like\nfrom .torch import x\n")
+    assert torch_imports(source) == []

@@ -3,7 +3,8 @@ can watch. ``engine_for(model)`` picks the engine from the model's type; torch i
 when the model is a torch module.
 
 Each module of this package but ``base`` holds one engine (a subclass of ``Engine``, which
-registers itself): a third engine is one new file here.
+registers itself): a third engine is one new file here. Importing this package gives
+``SummaryWriter.add_graph`` its tracer: the model's engine's ``graph_def``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import importlib
 import pkgutil
 from typing import Any
 
+from ..utils.graph_tracer import set_graph_tracer
 from .base import Collectives, Engine, Handles, map_tensors, read_only
 
 __all__ = ["Engine", "Handles", "Collectives", "engine_for", "engine_classes", "engine_named",
@@ -22,7 +24,8 @@ def engine_classes() -> list[type[Engine]]:
     """Every engine of this package, in module-name order (importing an engine module is
     cheap: its library is imported only when an engine object is created)."""
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
-        if info.name != "base" and not info.ispkg:  # (launchers/: how engines start ranks)
+        # (launchers/: how engines start ranks; _name: an engine's helpers)
+        if info.name != "base" and not info.ispkg and not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
     return list(Engine.registered)
 
@@ -53,3 +56,11 @@ def seed_loaded_engines(seed: int) -> None:
     """Seed the global generator of every engine whose library is imported."""
     for cls in engine_classes():
         cls.seed_if_loaded(seed)
+
+
+def _graph_def(model: Any, input_to_model: Any, verbose: bool, strict: bool) -> Any:
+    """``add_graph``'s tracer: the model's engine traces it."""
+    return engine_for(model).graph_def(model, input_to_model, verbose, strict)
+
+
+set_graph_tracer(_graph_def)

@@ -15,14 +15,18 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
-from abc import abstractmethod
+import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from typing import Any, ClassVar, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TextIO
 
 import numpy as np
 
-from ..utils.reductions import vector_norm
+from ..utils.reductions import ValueSummary, vector_norm
 from ..utils.run_hooks import RunHook
+
+if TYPE_CHECKING:  # (the writer's stack is imported only by runs that write)
+    from ..tensorboard.histogram import HistogramCounts
 
 __all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "HOOK_METHODS", "map_tensors",
            "read_only"]
@@ -128,8 +132,9 @@ class Collectives:
         return f"<{type(self).__name__} rank {self.rank} of {self.world_size}>"
 
 
-class Engine:
-    """One run's view of the library its model belongs to. Subclasses implement every method;
+class Engine(ABC):
+    """One run's view of the library its model belongs to. Subclasses implement every abstract
+    method (an engine that misses one fails when its module is imported, naming them);
     ``claims`` must not import the library (gradlog never imports torch unless the model is a
     torch module)."""
 
@@ -139,14 +144,21 @@ class Engine:
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if cls.name:
+            missing = sorted(n for n in _abstract_names(Engine)
+                             if getattr(getattr(cls, n, None), "__isabstractmethod__", False))
+            if missing:
+                raise TypeError(f"engine {cls.name!r} ({cls.__qualname__}) does not implement "
+                                f"{', '.join(missing)}")
             Engine.registered.append(cls)
 
     @classmethod
+    @abstractmethod
     def claims(cls, model: Any) -> bool:
         """Whether ``model`` is a module of this engine."""
         raise NotImplementedError
 
     @classmethod
+    @abstractmethod
     def seed_if_loaded(cls, seed: int) -> None:
         """Seed the library's global generator if the library is already imported (what
         ``gradlog train`` does before ``build()`` creates the model)."""
@@ -156,50 +168,61 @@ class Engine:
         return f"<engine {self.name}>"
 
     @property
+    @abstractmethod
     def nn(self) -> Any:
         """The library's ``nn`` (``gradlog.nn`` or ``torch.nn``): layers and losses with
         PyTorch's names in both."""
         raise NotImplementedError
 
     @property
+    @abstractmethod
     def optim(self) -> Any:
         """The library's ``optim`` (``gradlog.optim`` or ``torch.optim``)."""
         raise NotImplementedError
 
     # -- tensors -----------------------------------------------------------------------------
+    @abstractmethod
     def is_tensor(self, value: Any) -> bool:
         raise NotImplementedError
 
+    @abstractmethod
     def to_numpy(self, value: Any) -> np.ndarray:
         """A read-only numpy array of ``value``'s values, on the CPU, whatever its dtype and
         device (dtypes numpy lacks, such as bfloat16, become float32); numbers and arrays
         are converted too. Shares memory with the tensor where it can: copy it to keep it."""
         raise NotImplementedError
 
+    @abstractmethod
     def from_numpy(self, array: Any, like: Any = None) -> Any:
         """A new tensor holding ``array`` (with ``like``'s dtype and device when given)."""
         raise NotImplementedError
 
     # -- grad modes, autograd and the library functions plugins use --------------------------
+    @abstractmethod
     def no_grad(self) -> Any:
         raise NotImplementedError
 
+    @abstractmethod
     def enable_grad(self) -> Any:
         raise NotImplementedError
 
+    @abstractmethod
     def is_grad_enabled(self) -> bool:
         raise NotImplementedError
 
+    @abstractmethod
     def grad(self, outputs: Any, inputs: Any, **kwargs: Any) -> tuple:
         """``autograd.grad``: gradients of ``outputs`` w.r.t. ``inputs``; no ``.grad``
         touched."""
         raise NotImplementedError
 
     @property
+    @abstractmethod
     def functional(self) -> Any:
         """The library's ``nn.functional`` (``cross_entropy``, ``softmax``, ...)."""
         raise NotImplementedError
 
+    @abstractmethod
     def get_total_norm(self, tensors: Any, norm_type: float = 2.0, **kwargs: Any) -> Any:
         """``nn.utils.get_total_norm``: the p-norm of all ``tensors`` together (a tensor)."""
         raise NotImplementedError
@@ -210,6 +233,7 @@ class Engine:
         whose library has a vectorised norm overrides it."""
         return [vector_norm(self.to_numpy(t), norm_type) for t in tensors]
 
+    @abstractmethod
     def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
                               **kwargs: Any) -> None:
         """``nn.utils.clip_grads_with_norm_``: scale the gradients by
@@ -217,19 +241,24 @@ class Engine:
         raise NotImplementedError
 
     # -- random state and generators --------------------------------------------------------
+    @abstractmethod
     def initial_seed(self) -> int:
         raise NotImplementedError
 
+    @abstractmethod
     def manual_seed(self, seed: int) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def random_state(self) -> Any:
         """The global random state (``get_rng_state``), restored after internal passes."""
         raise NotImplementedError
 
+    @abstractmethod
     def set_random_state(self, state: Any) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def new_generator(self, seed: int) -> Any:
         raise NotImplementedError
 
@@ -237,9 +266,11 @@ class Engine:
         """The generator's state as a uint8 numpy array (for checkpoints)."""
         return np.array(self.to_numpy(generator.get_state()), dtype=np.uint8)
 
+    @abstractmethod
     def set_generator_state(self, generator: Any, state: Any) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def use_generator(self, generator: Any) -> contextlib.AbstractContextManager:
         """Within the block, the global random functions (dropout, ``randn``) draw from
         ``generator``'s stream; the block's value is the generator object to pass as
@@ -248,6 +279,7 @@ class Engine:
         raise NotImplementedError
 
     # -- the end of a backward pass -------------------------------------------------------------
+    @abstractmethod
     def on_backward_end(self, parameters: list, hook: Callable[[], None]) -> Handles:
         """Call ``hook()`` once after each backward pass that accumulated a gradient into
         one of ``parameters`` (after every accumulation of that pass; not after
@@ -255,11 +287,13 @@ class Engine:
         raise NotImplementedError
 
     # -- checkpoints and data ---------------------------------------------------------------------
+    @abstractmethod
     def to_checkpoint(self, state: Any) -> Any:
         """``state`` with this engine's tensors turned into what ``gl.save`` stores (the same
         ``.npz`` format for every engine; no pickle)."""
         raise NotImplementedError
 
+    @abstractmethod
     def from_checkpoint(self, state: Any) -> Any:
         """The inverse of ``to_checkpoint`` on what ``gl.load`` returned."""
         raise NotImplementedError
@@ -275,6 +309,7 @@ class Engine:
                         "loader needs state_dict() and load_state_dict()")
 
     # -- several processes ----------------------------------------------------------------------
+    @abstractmethod
     def collectives(self) -> Collectives:
         """The processes this run trains on: the engine's initialized process group, or this
         process alone."""
@@ -302,6 +337,7 @@ class Engine:
         return hook
 
     # -- hooks on the model -----------------------------------------------------------------
+    @abstractmethod
     def hook_registries(self, model: Any = None,
                         optimizer: Any = None) -> Iterator[tuple[Any, str, Any]]:
         """``(owner, attribute, registry)`` of each hook registry of ``model`` (modules and
@@ -430,6 +466,78 @@ class Engine:
         did besides (a job started again)."""
         raise NotImplementedError
 
+    # -- loss scalers ---------------------------------------------------------------------------
+    def scaler_marker(self, scaler: Any) -> Any:
+        """Something of ``scaler`` (a loss scaler: ``get_scale()``, ``update()``) that changes
+        whenever its ``update()`` changes the scale, compared, never interpreted. This
+        default is the scale itself; an engine whose scaler can tell without reading the
+        scale (which may wait for a device) overrides it."""
+        return scaler.get_scale()
+
+    # -- statistics: computed where the tensors live, only small results cross ---------------
+    @abstractmethod
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow"
+                         ) -> Callable[[], list[HistogramCounts]]:
+        """Start computing each tensor's histogram counts against ``bins`` (``"tensorflow"``:
+        PyTorch's exponential edges; a bin count; increasing edges; a numpy rule), with the
+        tensor's own library on its own device. Returns a function giving the
+        :class:`~gradlog.tensorboard.histogram.HistogramCounts` (a few hundred numbers per
+        tensor), meant to be called on the writer's thread: the tensors may change as soon
+        as this returns. Counts equal numpy's bucket by bucket, whatever the dtype."""
+
+    @abstractmethod
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        """How many values of each tensor are NaN or +-inf (one transfer for all of them)."""
+
+    def snapshot(self, tensors: list) -> list:
+        """Copies of ``tensors`` on their own devices (detached), for statistics taken later
+        of values the step is about to change. The statistics calls read them as they are,
+        without copying them again: the caller must not change them."""
+        copies = [t.detach().clone() for t in tensors]
+        for c in copies:
+            _SNAPSHOTS[id(c)] = c
+        return copies
+
+    def is_snapshot(self, tensor: Any) -> bool:
+        """Whether ``tensor`` is one of :meth:`snapshot`'s copies (which nothing changes)."""
+        return _SNAPSHOTS.get(id(tensor)) is tensor
+
+    @abstractmethod
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None
+                  ) -> Callable[[], list[ValueSummary]]:
+        """Start computing, where the tensors live, each tensor's
+        :class:`~gradlog.utils.reductions.ValueSummary` (mean, std, fraction outside
+        ``bounds``, fraction of dead units); returns a function giving them (for the writer's
+        thread, or when the numbers are needed). The tensors may change once this returns."""
+
+    @abstractmethod
+    def sums_of_squares(self, tensors: list, subtract: list | None = None
+                        ) -> Callable[[], list[float]]:
+        """Start computing, in float64 where the tensors live, the sum of squares of each
+        tensor (of ``tensor - subtract[i]`` with ``subtract``); returns a function giving the
+        numbers (for the writer's thread). The tensors may change once this returns."""
+
+
+    # -- the model's graph (TensorBoard's Graphs tab) --------------------------------------------
+    @abstractmethod
+    def graph_def(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  strict: bool = True) -> Any:
+        """The ``GraphDef`` of one forward pass of ``model`` on ``input_to_model`` (a tensor
+        or a tuple of them), traced by this engine's library; what ``SummaryWriter.add_graph``
+        writes. ``strict`` is ``torch.jit.trace``'s (an engine without it ignores it);
+        ``verbose`` prints the graph."""
+
+    # -- the end of the process ------------------------------------------------------------------
+    @classmethod
+    def exits_without_teardown(cls) -> bool:
+        """Whether this process, a rank of this engine's job, must end with ``os._exit``
+        once everything is written and closed: the library's job can hang in the
+        interpreter's teardown. Asked by ``gradlog train`` as it exits."""
+        return False
+
+# the live snapshots, by id (weak: a snapshot is forgotten when its owner drops it)
+_SNAPSHOTS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
 
 class _Found(NamedTuple):
     owner: Any
@@ -439,3 +547,11 @@ class _Found(NamedTuple):
 # a module's registries of flags, keyed by the same handle ids (the same names in PyTorch)
 _FLAGS = {"_forward_pre_hooks": ("_forward_pre_hooks_with_kwargs",),
           "_forward_hooks": ("_forward_hooks_with_kwargs", "_forward_hooks_always_called")}
+
+
+def _abstract_names(cls: type) -> frozenset[str]:
+    return frozenset(n for n, v in vars(cls).items()
+                     if getattr(v, "__isabstractmethod__", False)
+                     or getattr(getattr(v, "__func__", None), "__isabstractmethod__", False)
+                     or isinstance(v, property) and getattr(v.fget, "__isabstractmethod__",
+                                                            False))

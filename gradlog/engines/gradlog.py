@@ -12,6 +12,8 @@ from .. import autograd
 from ..autograd import random as _random
 from ..autograd.creation import from_numpy as _from_numpy
 from ..autograd.tensor import Tensor
+from ..tensorboard.histogram import check_arguments, histogram_counts
+from ..utils.reductions import all_finite, sum_of_squares, value_summary
 from ..utils.run_hooks import RunHook
 from .base import Collectives, Engine, Handles, read_only
 
@@ -172,6 +174,11 @@ class GradlogEngine(Engine):
         from ..nn.parallel import DistributedDataParallel
         return model.module if isinstance(model, DistributedDataParallel) else model
 
+    def graph_def(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  strict: bool = True) -> Any:
+        from ..tensorboard.graph import autograd_graph_def  # (its autograd graph, walked)
+        return autograd_graph_def(model, input_to_model, verbose)
+
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         from ..utils.hooks import hook_registries
         return hook_registries(model, optimizer)
@@ -222,3 +229,35 @@ class GradlogEngine(Engine):
                   notice: Callable[[str], None]) -> dict[int, str]:
         from .launchers import mpi
         return mpi.run_ranks(n, command, env, err, notice)
+
+    # -- statistics: numpy, on the writer's thread, from snapshots taken now -------------------
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
+        # NOTE: the values live in host memory already; the snapshot is what lets the step
+        # go on changing them while the writer's thread counts (as a device snapshot does).
+        snapshots = [self._kept(t) for t in tensors]
+        for a in snapshots:
+            check_arguments(a, bins)
+        return lambda: [histogram_counts(a, bins) for a in snapshots]
+
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        # (a dot product tells most arrays apart at once: all finite, nothing to count)
+        return [0 if a.dtype.kind not in "fc" or all_finite(a) else
+                int(a.size - np.count_nonzero(np.isfinite(a)))
+                for a in (self.to_numpy(t) for t in tensors)]
+
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None) -> Any:
+        arrays = [self._kept(t) for t in tensors]  # (snapshots, as above)
+        return lambda: [value_summary(a, bounds) for a in arrays]
+
+    def _kept(self, t: Any) -> np.ndarray:
+        """``t``'s values as they are now: a copy, unless ``t`` is a snapshot already."""
+        return self.to_numpy(t) if self.is_snapshot(t) else np.array(self.to_numpy(t))
+
+    def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
+        # (snapshots: the step may change the tensors; the exact float64 differences and the
+        # sums are the writer's thread's work)
+        arrays = [self._kept(t) for t in tensors]
+        others = [self._kept(t) for t in subtract or ()]
+        if not others:
+            return lambda: [sum_of_squares(a) for a in arrays]
+        return lambda: [sum_of_squares(a, b) for a, b in zip(arrays, others)]

@@ -41,9 +41,12 @@ class TorchEngine(Engine):
 
     def __init__(self) -> None:
         import torch
+
+        from ._torch_statistics import TorchStatistics
         self.torch = torch
         self._module_hooks = LiveHooks()  # the run's hooks on modules, not yet removed
         self._opaque_call: Any = None
+        self._statistics = TorchStatistics(torch, self.is_snapshot)
 
     @property
     def nn(self) -> Any:
@@ -289,6 +292,12 @@ class TorchEngine(Engine):
             self._opaque_call = self.torch.compiler.disable(_call)
         return functools.partial(self._opaque_call, hook)
 
+    def graph_def(self, model: Any, input_to_model: Any = None, verbose: bool = False,
+                  strict: bool = True) -> Any:
+        # PyTorch's own tracer (torch.jit.trace and its conversion), as its SummaryWriter's
+        from torch.utils.tensorboard._pytorch_graph import graph
+        return graph(model, input_to_model, verbose, strict)[0]
+
     def hook_registries(self, model: Any = None, optimizer: Any = None) -> Any:
         return hook_registries(model, optimizer, attributes=(
             _MODULE_REGISTRIES, _TENSOR_REGISTRIES, _OPTIMIZER_REGISTRIES))
@@ -322,6 +331,12 @@ class TorchEngine(Engine):
             dist.barrier()
         dist.destroy_process_group()
 
+    @classmethod
+    def exits_without_teardown(cls) -> bool:
+        # NOTE: a rank under torch's launcher with a gloo group: torch 2.13 sometimes never
+        # finishes the interpreter's teardown
+        return bool(os.environ.get("TORCHELASTIC_RUN_ID")) and "torch.distributed" in sys.modules
+
     def data_parallel(self, model: Any) -> Any:
         return self.torch.nn.parallel.DistributedDataParallel(model)
 
@@ -334,6 +349,31 @@ class TorchEngine(Engine):
                   notice: Callable[[str], None]) -> dict[int, str]:
         from .launchers import torchrun
         return torchrun.run_ranks(n, command, env)  # (the ranks' stderr is this process's)
+
+    def scaler_marker(self, scaler: Any) -> Any:
+        # NOTE: GradScaler.update() rewrites its scale tensor in place
+        # (torch._amp_update_scale_), which bumps the tensor's version counter: read without
+        # the device, where get_scale() waits for it. Before the first scale() there is no
+        # tensor yet (a new one starts at version 0).
+        scale = getattr(scaler, "_scale", None)
+        if scale is None and hasattr(scaler, "_scale"):
+            return 0
+        if not isinstance(scale, self.torch.Tensor):  # (another scaler: its scale)
+            return super().scaler_marker(scaler)
+        return scale._version
+
+    # -- statistics: torch ops on the tensors' devices (see _torch_statistics) ----------------
+    def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
+        return self._statistics.histogram_counts(tensors, bins)
+
+    def nonfinite_counts(self, tensors: list) -> list[int]:
+        return self._statistics.nonfinite_counts(tensors)
+
+    def summaries(self, tensors: list, bounds: tuple[float, float] | None = None) -> Any:
+        return self._statistics.summaries(tensors, bounds)
+
+    def sums_of_squares(self, tensors: list, subtract: list | None = None) -> Any:
+        return self._statistics.sums_of_squares(tensors, subtract)
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:

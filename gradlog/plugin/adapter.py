@@ -13,11 +13,12 @@ then the step (``backward_step``).
   not logged. The closure's forward starts the batch inside ``step``.
 * ``GradScaler``: ``scaler.step(optimizer)`` unscales before calling ``optimizer.step()``, so
   the pre-hook sees unscaled gradients; a step it skips calls no optimizer hook. With
-  ``scaler=`` the adapter reads ``scaler.get_scale()`` at each root forward that would
-  otherwise continue the batch: the scale only ever drops when ``update()`` found inf or NaN,
-  so a drop there means the batch's step was skipped (``step_skipped``), and the forward
-  starts the next batch. (On a GPU ``get_scale()`` waits for the device: once per forward,
-  only when ``scaler=`` is given.) A fused optimizer (``Adam(fused=True)``) unscales inside
+  ``scaler=`` the adapter asks the engine, at each root forward that would otherwise continue
+  the batch, whether ``update()`` ran since the batch started (``engine.scaler_marker``: for
+  torch's GradScaler without reading the scale): if it did and the optimizer did not step,
+  the batch's step was skipped (``step_skipped``), and the forward starts the next batch. The
+  scale itself (``run.loss_scale``) is read once per batch, at its start: on a GPU
+  ``get_scale()`` waits for the device. A fused optimizer (``Adam(fused=True)``) unscales inside
   its own step unless ``scaler.unscale_`` ran first: its gradients are never read scaled, a
   warning says how to have them logged.
 """
@@ -48,6 +49,7 @@ class WatchAdapter:
         self.scaler = scaler if scaler is not None and _enabled(scaler) else None
         self.auto_batches = auto_batches
         self._scale: float | None = None  # the loss scale when the open batch started
+        self._marker: Any = None  # the scaler's update marker then (see found_skipped)
         self._warned_scaled = False
 
     def attach(self) -> list:
@@ -84,21 +86,28 @@ class WatchAdapter:
         step is counted first, and the loss scale it starts with is kept."""
         if self.scaler is not None:
             self.found_skipped()
-            self._scale = self.scaler.get_scale()
+            self._scale = self.scaler.get_scale()  # (the step's one read)
+            self._marker = self.engine.scaler_marker(self.scaler)
         return self.driver.batch_start(batch)
 
     def loss_scale(self) -> float:
         """The scale of the loss the gradients in ``.grad`` carry until the scaler unscales
-        them (1.0 without a scaler)."""
-        return self.scaler.get_scale() if self.scaler is not None else 1.0
+        them (1.0 without a scaler): the scale the open batch started with (``update()``
+        changes it only after the step), read once."""
+        if self.scaler is None:
+            return 1.0
+        if self._scale is None:  # (before any batch started)
+            self._scale = self.scaler.get_scale()
+        return self._scale
 
     def found_skipped(self) -> bool:
-        """Whether the open batch's step was skipped by the loss scaler (then counted)."""
+        """Whether the open batch's step was skipped by the loss scaler (then counted): its
+        ``update()`` ran since the batch started, and the optimizer did not step."""
         driver = self.driver
-        if (self.scaler is None or self._scale is None or not driver.in_batch
-                or driver.stepped or not self.scaler.get_scale() < self._scale):
+        if (self.scaler is None or self._marker is None or not driver.in_batch
+                or driver.stepped or self.engine.scaler_marker(self.scaler) == self._marker):
             return False
-        self._scale = None
+        self._marker = None
         driver.step_skipped()
         return True
 

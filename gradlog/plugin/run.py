@@ -16,9 +16,10 @@ rank 0 writes the run; ``ranks.py`` says where reduced and per-rank values go.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -272,15 +273,57 @@ class Run:
         writer = self._ranks.target(per_rank)
         if writer is None or not tag_values:
             return
-        arrays = {tag: self.engine.to_numpy(v) for tag, v in tag_values.items()}
         step = self.step if step is None else step
         extra = {t: tuple(more) for t, more in (also_tags or {}).items() if more}
+        if supports(writer, "add_histogram_counts") and all(map(self.engine.is_tensor,
+                                                               tag_values.values())):
+            # counted by the engine where the tensors live; the writer gets the counts
+            counts = self.engine.histogram_counts(list(tag_values.values()), bins)
+            writer.add_histogram_counts([(tag, *extra.get(tag, ())) for tag in tag_values],
+                                        counts, step)
+            return
+        arrays = {tag: self.engine.to_numpy(v) for tag, v in tag_values.items()}
         if supports(writer, "add_histograms"):
             writer.add_histograms(arrays, step, bins=bins, also_tags=extra, copy=copy)
             return
         for tag, array in arrays.items():
             for each in (tag, *extra.get(tag, ())):
                 writer.add_histogram(each, array, step, bins=bins)
+
+    def take_histograms(self, tag_values: dict, bins: Any = "tensorflow", *,
+                        per_rank: bool = False) -> Taken:
+        """Take what histograms of ``{tag: tensor}`` need now (the tensors may change right
+        after), to log later with :meth:`log_taken`: for gradlog's writer the engine's counts,
+        computed where the tensors live (nothing full-sized crosses to the host); for another
+        writer, which takes values, copies of the values. ``per_rank``: also for this rank's
+        sub-run (what is taken serves both)."""
+        writers = [w for w in {self._ranks.target(False), self._ranks.target(per_rank)}
+                   if w is not None]
+        tags = list(tag_values)
+        if not writers or not tags:
+            return Taken(tags, None, None)
+        values = list(tag_values.values())
+        if all(supports(w, "add_histogram_counts") for w in writers) and \
+                all(map(self.engine.is_tensor, values)):
+            return Taken(tags, self.engine.histogram_counts(values, bins), None)
+        return Taken(tags, None, ([np.array(self.engine.to_numpy(v)) for v in values], bins))
+
+    def log_taken(self, taken: Taken, step: int | None = None, *,
+                  also_tags: dict | None = None, per_rank: bool = False) -> None:
+        """Log histograms taken by :meth:`take_histograms` (``also_tags`` as in
+        :meth:`log_histograms`), as one event."""
+        writer = self._ranks.target(per_rank)
+        if writer is None or not taken.tags:
+            return
+        step = self.step if step is None else step
+        extra = also_tags or {}
+        if taken.counts is not None:
+            writer.add_histogram_counts([(t, *extra.get(t, ())) for t in taken.tags],
+                                        taken.counts, step)
+        elif taken.copies is not None:
+            arrays, bins = taken.copies
+            self.log_histograms(dict(zip(taken.tags, arrays)), step, bins, also_tags=extra,
+                                copy=False, per_rank=per_rank)
 
     def log_scalar_from(self, tag: str, function: Callable[..., Any], values: tuple,
                         step: int | None = None) -> None:
@@ -501,3 +544,24 @@ class Run:
     def close(self) -> None:
         """Finish the run (same as leaving the ``with`` block)."""
         self.finish()
+
+
+class Taken(NamedTuple):
+    """Histograms taken at one moment, to log later (see ``Run.take_histograms``): the
+    engine's pending counts, or copies of the values for a writer that takes values."""
+
+    tags: list
+    counts: Any
+    copies: Any
+
+    @staticmethod
+    def merged(takens: list) -> Taken:
+        """Several takens of the same kind as one (one event)."""
+        tags = [t for k in takens for t in k.tags]
+        if any(k.counts is not None for k in takens):
+            parts = [k.counts for k in takens if k.counts is not None]
+            return Taken(tags, functools.cache(lambda: [c for f in parts for c in f()]), None)
+        copies = [k.copies for k in takens if k.copies is not None]
+        if not copies:
+            return Taken(tags, None, None)
+        return Taken(tags, None, ([a for arrays, _ in copies for a in arrays], copies[0][1]))

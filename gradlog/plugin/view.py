@@ -76,6 +76,16 @@ class PluginRun:
         self._charged(self._run.log_histograms, tag_values, step, bins=bins,
                       also_tags=also_tags, copy=copy, per_rank=per_rank)
 
+    def take_histograms(self, tag_values: dict, bins: Any = "tensorflow", *,
+                        per_rank: bool = False) -> Any:
+        """See ``Run.take_histograms``: what histograms need now, to log later."""
+        return self._charged(self._run.take_histograms, tag_values, bins, per_rank=per_rank)
+
+    def log_taken(self, taken: Any, step: int | None = None, *, also_tags: dict | None = None,
+                  per_rank: bool = False) -> None:
+        """See ``Run.log_taken``."""
+        self._charged(self._run.log_taken, taken, step, also_tags=also_tags, per_rank=per_rank)
+
     def log_image(self, tag: str, image: Any, step: int | None = None,
                   dataformats: str = "CHW", *, per_rank: bool = False) -> None:
         self._charged(self._run.log_image, tag, image, step, dataformats=dataformats,
@@ -94,17 +104,16 @@ class PluginRun:
         if self._run.rank == 0:
             self._run.say(text, brief)
 
-    def _charged(self, log: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    def _charged(self, log: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``log(*args, **kwargs)``, the waits for the run's writer's full background queue
         during it charged to this plugin (``plugins/<name>/queue_waits``): counted where a
         plugin logs, not around each of its calls, which would cost every event."""
         writer = self._run.writer
         if not supports(writer, "queue_waits"):
-            log(*args, **kwargs)
-            return
+            return log(*args, **kwargs)
         waits = writer.queue_waits
         try:
-            log(*args, **kwargs)
+            return log(*args, **kwargs)
         finally:
             self._slot.queue_waits += writer.queue_waits - waits
 

@@ -12,7 +12,8 @@ files at exit, on signals and while idle. The pure builders turn values into pro
 :mod:`.boxes`, :mod:`.video`, :mod:`.audio`, :mod:`.mesh`, :mod:`.tensor`, :mod:`.hparams`, and
 the ``GraphDef`` builders :mod:`.graph` and :mod:`.onnx_graph`; :mod:`.writer` puts them
 together. This package depends on :mod:`gradlog.storage` and otherwise only on numpy,
-tensorboard, protobuf, google-crc32c and (lazily) Pillow; torch only when given a torch module.
+tensorboard, protobuf, google-crc32c and (lazily) Pillow, never on torch: ``add_graph`` gets
+its tracer from the model's engine (:mod:`gradlog.utils.graph_tracer`).
 """
 
 from .file_writer import FileWriter

@@ -9,14 +9,15 @@ dashboard shows the layers by name, collapsible. Inputs are ``input/input.N``, o
 ``output/output.N``, parameters ``<scope>/<name>``. Shapes are on the edges where the pass shows
 them: every input, parameter and module output and the tensors an op saved for backward.
 
-A PyTorch module goes through PyTorch's own tracer (``torch.jit.trace`` and its conversion);
-torch is used only when the model is a torch module, so it is already imported.
+Which tracer a model gets is its engine's choice, not this module's: ``graph`` calls the
+tracer installed in :mod:`gradlog.utils.graph_tracer` (``gradlog.engines`` installs one that
+asks the model's engine: gradlog's walks its autograd graph with ``autograd_graph_def`` below,
+PyTorch's runs PyTorch's own tracer). Without one installed, ``autograd_graph_def`` traces.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 
 from tensorboard.compat.proto.attr_value_pb2 import AttrValue
 from tensorboard.compat.proto.graph_pb2 import GraphDef
@@ -24,9 +25,10 @@ from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.compat.proto.versions_pb2 import VersionDef
 
+from ..utils.graph_tracer import graph_tracer
 from .convert import to_numpy
 
-__all__ = ["graph", "run_metadata"]
+__all__ = ["graph", "autograd_graph_def", "run_metadata"]
 
 _PRODUCER = 22  # the GraphDef version PyTorch writes
 _BACKWARD_SUFFIX = re.compile(r"Backward\d*$")
@@ -38,17 +40,6 @@ def run_metadata():
     from tensorboard.compat.proto.step_stats_pb2 import DeviceStepStats, StepStats
 
     return RunMetadata(step_stats=StepStats(dev_stats=[DeviceStepStats(device="/device:CPU:0")]))
-
-
-def _torch_graph(model, input_to_model, verbose, use_strict_trace):
-    from torch.utils.tensorboard._pytorch_graph import graph as torch_graph
-
-    return torch_graph(model, input_to_model, verbose, use_strict_trace)
-
-
-def _is_torch_model(model) -> bool:
-    torch = sys.modules.get("torch")  # a torch module exists only once torch is imported
-    return torch is not None and isinstance(model, (torch.nn.Module, torch.jit.ScriptFunction))
 
 
 def _is_tensor(value) -> bool:
@@ -250,16 +241,25 @@ class _Builder:
 
 
 def graph(model, input_to_model=None, verbose: bool = False, use_strict_trace: bool = True):
-    """``(GraphDef, RunMetadata)`` of ``model`` called on ``input_to_model``.
+    """``(GraphDef, RunMetadata)`` of ``model`` called on ``input_to_model``, traced by the
+    installed tracer (the model's engine's; without one, ``autograd_graph_def``).
 
     Args:
         model: a gradlog (or PyTorch) module.
         input_to_model: a tensor, or a tuple/list of tensors passed as positional arguments.
         verbose: print the graph's nodes.
-        use_strict_trace: passed to ``torch.jit.trace`` for PyTorch modules (unused otherwise).
+        use_strict_trace: ``torch.jit.trace``'s ``strict`` for PyTorch modules (unused by
+            gradlog's tracer).
     """
-    if _is_torch_model(model):
-        return _torch_graph(model, input_to_model, verbose, use_strict_trace)
+    tracer = graph_tracer()
+    if tracer is None:
+        return autograd_graph_def(model, input_to_model, verbose), run_metadata()
+    return tracer(model, input_to_model, verbose, use_strict_trace), run_metadata()
+
+
+def autograd_graph_def(model, input_to_model=None, verbose: bool = False) -> GraphDef:
+    """The ``GraphDef`` of one forward pass of ``model`` (a module with PyTorch's
+    ``named_modules``, forward hooks and autograd ``grad_fn``s) on ``input_to_model``."""
     if not callable(model) or not hasattr(model, "named_modules"):
         raise TypeError(f"add_graph needs a module (with named_modules() and a forward), got "
                         f"{type(model).__name__}")
@@ -275,7 +275,7 @@ def graph(model, input_to_model=None, verbose: bool = False, use_strict_trace: b
         for node in nodes:
             shapes = [[d.size for d in s.dim] for s in node.attr["_output_shapes"].list.shape]
             print(f"{node.name} = {node.op}({', '.join(node.input)}) {shapes}")
-    return GraphDef(node=nodes, versions=VersionDef(producer=_PRODUCER)), run_metadata()
+    return GraphDef(node=nodes, versions=VersionDef(producer=_PRODUCER))
 
 
 def _as_leaf(value):

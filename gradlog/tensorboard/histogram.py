@@ -29,11 +29,13 @@ import functools
 import math
 import struct
 import threading
+from typing import NamedTuple
 
 import numpy as np
 from tensorboard.compat.proto.summary_pb2 import HistogramProto
 
-__all__ = ["histogram_proto", "tensorflow_edges", "check_arguments"]
+__all__ = ["histogram_proto", "histogram_counts", "counts_proto", "HistogramCounts", "cuts",
+           "fixed_edges", "is_constant", "tensorflow_edges", "check_arguments"]
 
 _BLOCK = 1 << 16  # values per sorted block: 256 KiB of float32, 512 KiB of float64
 _SMALL = 4096  # up to this many values are sorted at once, without the reused buffers
@@ -270,6 +272,108 @@ def _encoded(low, high, num, total, squares, limits, counts) -> HistogramProto:
                                      + _packed_doubles(7, counts))
 
 
+class HistogramCounts(NamedTuple):
+    """What a histogram needs from the values, and nothing more: what an engine computes where
+    the tensor lives and hands to the writer (a few hundred numbers, never the values).
+
+    ``low``/``high`` are the finite values' min and max, ``num`` their count, ``total`` and
+    ``squares`` their sum and sum of squares (float64), ``nonfinite`` the count of NaN and
+    +-inf. ``edges`` are the bins' edges (increasing; those outside ``(low, high)`` are ignored)
+    and ``below[i]`` how many finite values are ``< edges[i]``; ``distinct`` says the edges are
+    PyTorch's default ones (10% apart, so distinct in float32)."""
+
+    low: float
+    high: float
+    num: int
+    nonfinite: int
+    total: float
+    squares: float
+    edges: np.ndarray
+    below: np.ndarray
+    distinct: bool = False
+
+
+def cuts(edges: np.ndarray, dtype) -> np.ndarray:
+    """``edges`` in the values' dtype (float32 or float64) such that ``x < cut <=> x < edge``
+    for every value ``x`` of that dtype: counting below the cuts counts below the edges."""
+    return _cuts(np.asarray(edges, dtype=np.float64), np.dtype(dtype))
+
+
+def is_constant(low: float, high: float) -> bool:
+    """Whether the finite values make one bucket (equal once rounded to float32, as the
+    loaders read them)."""
+    if abs(low) < _FLOAT32_MAX and abs(high) < _FLOAT32_MAX:
+        return bool(np.float32(low) == np.float32(high))
+    with np.errstate(over="ignore"):  # (beyond float32's range both are +-inf)
+        return bool(np.float32(low) == np.float32(high))
+
+
+def fixed_edges(bins, max_bins: int | None = None) -> tuple[np.ndarray, bool] | None:
+    """The (``max_bins``-subsampled) edges of ``bins`` when they do not depend on the data,
+    and whether they are PyTorch's default ones; None for a bin count or a numpy rule."""
+    if type(bins) is str and bins == "tensorflow":
+        return _subsampled(tensorflow_edges(), None if max_bins is None else int(max_bins)), True
+    edges = _fixed_edges(bins)
+    return None if edges is None else (_subsampled(edges, max_bins), False)
+
+
+def histogram_counts(values, bins="tensorflow", max_bins: int | None = None
+                     ) -> HistogramCounts:
+    """:class:`HistogramCounts` of a numpy array (any shape, any real dtype), computed with
+    numpy: the edges that matter are those inside the finite values' range, and only those are
+    counted (see the module's docstring)."""
+    array = np.asarray(values)
+    check_arguments(array, bins, max_bins)
+    flat = _as_float(array.ravel())
+    finite, low, high = _finite(flat)
+    nonfinite = flat.size - finite.size
+    nothing = np.empty(0)
+    if finite.size == 0:
+        return HistogramCounts(low, high, 0, nonfinite, 0.0, 0.0, nothing, nothing)
+    if is_constant(low, high):
+        _, total, squares = _passed(finite, nothing, low, high)
+        return HistogramCounts(low, high, finite.size, nonfinite, total, squares, nothing,
+                               nothing)
+    edges, cut_values, distinct = _edges_and_cuts(bins, max_bins, finite, low, high)
+    first = edges.searchsorted(low, side="right")  # edges[first:last] lie inside
+    last = edges.searchsorted(high, side="left")
+    below, total, squares = _passed(finite, cut_values[first:last], low, high)
+    return HistogramCounts(low, high, finite.size, nonfinite, total, squares,
+                           edges[first:last], below, distinct)
+
+
+def counts_proto(counts: HistogramCounts) -> HistogramProto | None:
+    """The ``HistogramProto`` of :class:`HistogramCounts` (None when no value is finite): the
+    buckets between the edges inside ``(low, high)``, with ``low`` as the first left edge and
+    ``high`` as the last right edge, edges the loaders' float32 would merge merged."""
+    low, high, num = counts.low, counts.high, counts.num
+    if num == 0:
+        return None
+    if is_constant(low, high):
+        # NOTE: a zero-width bucket would be invisible; widen it, and more where +-0.5 rounds
+        # away in float32.
+        with np.errstate(over="ignore"):
+            half = 0.5 if np.float32(low - 0.5) < np.float32(low + 0.5) else abs(low) * 2.0**-20
+        low, high = low - half, high + half
+        limits, buckets = np.array([high]), np.array([num])
+    else:
+        edges = np.asarray(counts.edges, dtype=np.float64)
+        below = np.asarray(counts.below, dtype=np.int64)
+        first = edges.searchsorted(low, side="right")  # (a no-op on edges already inside)
+        last = edges.searchsorted(high, side="left")
+        edges, below = edges[first:last], below[first:last]
+        limits = np.empty(len(edges) + 1)
+        limits[:-1] = edges
+        limits[-1] = high
+        buckets = np.empty(len(limits), dtype=np.int64)  # between neighbouring edges
+        buckets[0] = below[0] if len(below) else num
+        if len(below):
+            np.subtract(below[1:], below[:-1], out=buckets[1:-1])
+            buckets[-1] = num - below[-1]
+        limits, buckets = _float32_distinct(low, limits, buckets, counts.distinct)
+    return _encoded(low, high, float(num), counts.total, counts.squares, limits, buckets)
+
+
 def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
                     ) -> tuple[HistogramProto | None, int]:
     """Histogram of the finite values, and how many values were not finite.
@@ -285,39 +389,5 @@ def histogram_proto(values, bins="tensorflow", max_bins: int | None = None
     Returns:
         ``(proto, nonfinite)``; ``proto`` is None when no value is finite.
     """
-    array = np.asarray(values)
-    check_arguments(array, bins, max_bins)
-    flat = _as_float(array.ravel())
-    finite, low, high = _finite(flat)
-    nonfinite = flat.size - finite.size
-    if finite.size == 0:
-        return None, nonfinite
-    if abs(low) < _FLOAT32_MAX and abs(high) < _FLOAT32_MAX:
-        constant = np.float32(low) == np.float32(high)
-    else:
-        with np.errstate(over="ignore"):  # (beyond float32's range both are +-inf)
-            constant = np.float32(low) == np.float32(high)
-    if constant:
-        # NOTE: a zero-width bucket would be invisible; widen it, and more where +-0.5 rounds
-        # away in float32.
-        with np.errstate(over="ignore"):
-            half = 0.5 if np.float32(low - 0.5) < np.float32(low + 0.5) else abs(low) * 2.0**-20
-        low, high = low - half, high + half
-        limits, counts = np.array([high]), np.array([finite.size])
-        _, total, squares = _passed(finite, limits[:0], low, high)
-    else:
-        edges, cuts, distinct = _edges_and_cuts(bins, max_bins, finite, low, high)
-        first = edges.searchsorted(low, side="right")  # edges[first:last] lie inside
-        last = edges.searchsorted(high, side="left")
-        limits = np.empty(last - first + 1)
-        limits[:-1] = edges[first:last]
-        limits[-1] = high
-        below, total, squares = _passed(finite, cuts[first:last], low, high)
-        counts = np.empty(len(limits), dtype=np.int64)  # between neighbouring cuts
-        counts[0] = below[0] if len(below) else finite.size
-        if len(below):
-            np.subtract(below[1:], below[:-1], out=counts[1:-1])
-            counts[-1] = finite.size - below[-1]
-        limits, counts = _float32_distinct(low, limits, counts, distinct)
-    proto = _encoded(low, high, float(finite.size), total, squares, limits, counts)
-    return proto, nonfinite
+    counts = histogram_counts(values, bins, max_bins)
+    return counts_proto(counts), counts.nonfinite

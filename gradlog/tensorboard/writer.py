@@ -34,7 +34,7 @@ from .. import storage
 from . import summary as _summary
 from .convert import clean_tag, to_float, to_numpy
 from .file_writer import FileWriter
-from .histogram import check_arguments, histogram_proto, tensorflow_edges
+from .histogram import check_arguments, counts_proto, histogram_proto, tensorflow_edges
 from .worker import BackgroundWorker
 
 __all__ = ["SummaryWriter", "computed_scalars"]
@@ -96,10 +96,12 @@ class SummaryWriter:
     """
 
     #: What this writer does beyond PyTorch's ``SummaryWriter``: one event for many histograms
-    #: (:meth:`add_histograms`), numbers computed on the writer's thread
+    #: (:meth:`add_histograms`), histograms from counts computed elsewhere
+    #: (:meth:`add_histogram_counts`), numbers computed on the writer's thread
     #: (:meth:`add_scalars_from`), and the count of waits for its full queue
     #: (:attr:`queue_waits`).
-    capabilities = frozenset({"add_histograms", "add_scalars_from", "queue_waits"})
+    capabilities = frozenset({"add_histograms", "add_histogram_counts", "add_scalars_from",
+                              "queue_waits"})
 
     def __init__(self, log_dir=None, comment: str = "", purge_step: int | None = None,
                  max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "", *,
@@ -308,11 +310,34 @@ class SummaryWriter:
             self._histograms_summary, (entries, bins, max_bins), global_step, walltime,
             nbytes, what)
 
+    def add_histogram_counts(self, tags: list, counts, global_step=None,
+                             walltime=None) -> None:
+        """Log histograms computed elsewhere as one event: ``counts()`` returns one
+        :class:`~gradlog.tensorboard.histogram.HistogramCounts` per entry of ``tags`` (a tuple
+        of the tags that get that histogram). ``counts`` is called on the writer's thread
+        with ``background`` (where an engine's device work is waited for), else at once.
+        Buckets, min/max and non-finite counts are written as :meth:`add_histogram` writes
+        them from the values."""
+        entries = [tuple(clean_tag(t) for t in each) for each in tags]
+        if not entries:
+            return
+        what = f"add_histogram_counts({entries[0][0]!r}, ... {len(entries)} tensors)"
+        self._get_file_writer().add_summary_later(
+            self._counted_summary, (entries, counts), global_step, walltime, 0, what)
+
+    def _counted_summary(self, entries: list, counts) -> Summary:
+        results = counts()
+        return self._summary_of(
+            (tags, counts_proto(c), c.nonfinite) for tags, c in zip(entries, results))
+
     def _histograms_summary(self, entries: list, bins, max_bins) -> Summary:
+        return self._summary_of((tags, *histogram_proto(values, bins, max_bins))
+                                for tags, values in entries)
+
+    def _summary_of(self, protos) -> Summary:
         # (on the background thread, in call order: the tags' non-finite state is its own)
         summary = Summary()
-        for tags, values in entries:
-            proto, nonfinite = histogram_proto(values, bins, max_bins)
+        for tags, proto, nonfinite in protos:
             for tag in tags:
                 if proto is not None:
                     summary.value.add(tag=tag, histo=proto)
@@ -450,8 +475,8 @@ class SummaryWriter:
                   use_strict_trace: bool = True) -> None:
         """Log ``model``'s graph for the Graphs dashboard, from one forward pass (in eval mode)
         on ``input_to_model`` (a tensor or a tuple of them): layers by name, operations and
-        shapes. A PyTorch module is traced by PyTorch (``use_strict_trace`` is its
-        ``strict``); ``verbose`` prints the graph."""
+        shapes. The model's engine traces it: a PyTorch module by PyTorch
+        (``use_strict_trace`` is its ``strict``); ``verbose`` prints the graph."""
         from .graph import graph
 
         self._get_file_writer().add_graph(graph(model, input_to_model, verbose,

@@ -9,25 +9,30 @@ writer's thread would use. These never call BLAS.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["sum_of_squares", "vector_norm", "all_finite"]
+__all__ = ["sum_of_squares", "vector_norm", "all_finite", "ValueSummary", "value_summary"]
 
 _PIECE = 1 << 16  # values converted to float64 at a time: 512 KiB, in the cache
 
 
-def sum_of_squares(values: np.ndarray) -> float:
-    """The sum of the squares of ``values``, accumulated in float64 (the float64 conversion
-    done in cache-sized pieces, faster than one whole-array copy)."""
+def sum_of_squares(values: np.ndarray, subtract: np.ndarray | None = None) -> float:
+    """The sum of the squares of ``values`` (of ``values - subtract``, the differences exact),
+    accumulated in float64 (the float64 conversion done in cache-sized pieces, faster than
+    one whole-array copy)."""
     flat = values.reshape(-1)
-    if flat.dtype == np.float64 or flat.size <= _PIECE:
+    other = None if subtract is None else subtract.reshape(-1)
+    if other is None and (flat.dtype == np.float64 or flat.size <= _PIECE):
         wide = flat.astype(np.float64, copy=False)
         return float(np.einsum("i,i->", wide, wide))  # (einsum's own loop, not BLAS)
-    buffer, total = np.empty(_PIECE), 0.0
+    buffer, total = np.empty(min(_PIECE, flat.size)), 0.0
     for start in range(0, flat.size, _PIECE):
         wide = buffer[:min(_PIECE, flat.size - start)]
         wide[...] = flat[start:start + _PIECE]
+        if other is not None:
+            wide -= other[start:start + _PIECE]  # (in float64: exact for float32 values)
         total += float(np.einsum("i,i->", wide, wide))
     return total
 
@@ -52,3 +57,30 @@ def all_finite(values: np.ndarray) -> bool:
     if values.size == 0 or values.dtype.kind not in "fc":
         return True
     return bool(np.isfinite(values.min()) and np.isfinite(values.max()))
+
+
+class ValueSummary(NamedTuple):
+    """What activation statistics need of a tensor: the mean and population std of its values,
+    the fraction of them outside ``bounds`` (nan when no bounds were given), and the fraction
+    of its units (axis 1: channels of a conv output, features of a linear one) that are <= 0
+    for every example and position (dead, after a rectifier)."""
+
+    mean: float
+    std: float
+    outside: float
+    dead_units: float
+
+
+def value_summary(values: np.ndarray, bounds: tuple[float, float] | None = None
+                  ) -> ValueSummary:
+    """:class:`ValueSummary` of an array, in float64 (the reference every engine equals)."""
+    a = np.asarray(values, dtype=np.float64)
+    if a.size == 0:
+        return ValueSummary(0.0, 0.0, math.nan if bounds is None else 0.0, 0.0)
+    outside = math.nan
+    if bounds is not None:
+        outside = float(np.mean((a < bounds[0]) | (a > bounds[1])))
+    units = a.reshape(a.shape[0], a.shape[1], -1) if a.ndim >= 2 else a.reshape(1, 1, -1)
+    dead = np.all(units <= 0, axis=(0, 2))
+    return ValueSummary(float(a.mean()), float(a.std()), outside,
+                        float(dead.mean()) if dead.size else 0.0)

@@ -173,3 +173,50 @@ def test_balanced_orders_put_each_contender_everywhere_and_after_every_other_equ
     assert len(positions) == n * n and len(set(positions.values())) == 1
     pairs = Counter(pair for row in rows for pair in zip(row[:-1], row[1:]))
     assert len(pairs) == n * (n - 1) and len(set(pairs.values())) <= 1
+
+
+def test_w7_on_cuda_without_cuda_says_so_in_one_line_and_skips_the_row(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here: W7 runs on it")
+    out = tmp_path / "results.json"
+    assert bench.main(["--quick", "--only", "W7", "--device", "cuda", "--json", str(out)]) == 0
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("W7")]
+    assert err == ["W7: --device cuda: CUDA is not available here (torch.cuda.is_available() "
+                   "is False); run it on a machine with a GPU, or with --device cpu"]
+    results = json.loads(out.read_text())
+    assert results["results"]["W7"] == {"skipped": err[0][len("W7: "):]}
+    assert results["meta"]["device"] == "cuda"
+
+
+def test_w7_on_cpu_is_the_default(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    found = []
+    for extra in ([], ["--device", "cpu"]):
+        out = tmp_path / "results.json"
+        assert bench.main(["--quick", "--only", "W7", "--json", str(out), *extra]) == 0
+        found.append(json.loads(out.read_text())["results"]["W7"])
+    assert found[0] == found[1] and len(found[0]["checked"]["bare"]) == 5
+
+
+def test_the_device_clock_waits_for_the_gpu_before_reading_the_time():
+    from benchmarks.common import device_clock
+
+    calls = []
+
+    class Cuda:
+        @staticmethod
+        def synchronize():
+            calls.append("synchronize")
+
+    class FakeTorch:
+        cuda = Cuda
+
+    import time
+    assert device_clock(FakeTorch, "cpu") is time.perf_counter
+    clock = device_clock(FakeTorch, "cuda")
+    before = time.perf_counter()
+    assert clock() >= before and calls == ["synchronize"]

@@ -9,7 +9,7 @@ import warnings
 
 import numpy as np
 import pytest
-from gradlog_plugins.histogram import KINDS, Histogram, _update_ratio
+from gradlog_plugins.histogram import KINDS, Histogram, update_ratios
 from gradlog_plugins.nan_guard import NanGuard
 from plugin_test_helpers import (
     PoisonActivationGrad,
@@ -154,14 +154,18 @@ def test_update_ratio_equals_norm_of_delta_over_norm_of_weight(engine, to_files,
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
-def test_update_ratio_of_large_tensors_is_the_float64_formula(dtype):
+def test_update_ratio_of_large_tensors_is_the_float64_formula(engine, dtype):
+    from gradlog.engines import engine_classes
+    eng = next(c for c in engine_classes() if c.name == engine)()
     rng = np.random.default_rng(0)
     before = rng.standard_normal((300, 700)).astype(dtype)  # several pieces, a partial last
     after = (before + rng.standard_normal(before.shape) * 1e-3).astype(dtype)
     wide = before.astype(np.float64)
     expected = np.linalg.norm(after.astype(np.float64) - wide) / np.linalg.norm(wide)
-    assert _update_ratio(before, after) == pytest.approx(expected, rel=1e-12)
-    assert _update_ratio(np.zeros(3, dtype), after[0, :3]) is None
+    b, a = eng.from_numpy(before), eng.from_numpy(after)
+    assert update_ratios(eng, [a], [b])()[0] == pytest.approx(expected, rel=1e-12)
+    zero = eng.from_numpy(np.zeros(3, dtype))
+    assert update_ratios(eng, [eng.from_numpy(after[0, :3])], [zero])() == [None]
 
 
 def test_activation_hooks_exist_only_during_logging_steps(engine):

@@ -10,7 +10,7 @@ import gradlog as gl
 from gradlog import nn
 from gradlog.examples.shapes import cnn
 from gradlog.tensorboard import SummaryWriter
-from gradlog.tensorboard.graph import graph
+from gradlog.tensorboard.graph import autograd_graph_def, graph
 
 
 def shapes(node):
@@ -87,7 +87,9 @@ def test_nested_modules_functional_ops_and_two_outputs():
 
 def test_errors_name_the_problem():
     with pytest.raises(TypeError, match="needs a module.*function"):
-        graph(lambda x: x, gl.randn(2))
+        autograd_graph_def(lambda x: x, gl.randn(2))
+    with pytest.raises(TypeError, match="cannot watch a builtins.function"):
+        graph(lambda x: x, gl.randn(2))  # no engine claims it
     with gl.no_grad(), pytest.raises(RuntimeError, match="grad mode"):
         graph(nn.Linear(2, 2), gl.randn(1, 2))
 
@@ -134,3 +136,21 @@ def test_a_torch_module_is_traced_by_pytorch_as_in_its_writer(tmp_path):
     ops = {node.op for node in graphs[0].node}
     assert {"aten::_convolution", "aten::relu", "aten::linear"} <= ops or {
         "aten::conv2d", "aten::relu", "aten::linear"} <= ops, ops
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.trace")
+@pytest.mark.parametrize("engine", ["gradlog", "torch"])
+def test_add_graph_traces_with_the_models_engine(engine):
+    """The writer does not know the engines: the tracer they install asks the model's
+    engine, whose graph_def is what add_graph writes (PyTorch's tracer for a torch module)."""
+    if engine == "torch":
+        torch = pytest.importorskip("torch")
+        model, x = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.ReLU()), torch.randn(1, 3)
+    else:
+        model, x = nn.Sequential(nn.Linear(3, 2), nn.ReLU()), gl.randn(1, 3)
+    from gradlog.engines import engine_for
+
+    direct = engine_for(model).graph_def(model, x)
+    assert graph(model, x)[0] == direct
+    ops = {node.op for node in direct.node}
+    assert ("aten::linear" in ops) if engine == "torch" else ("AddmmBackward0" in ops), ops

@@ -386,3 +386,36 @@ def test_accumulation_under_grad_scaler_counts_a_skipped_step_as_one_step(tmp_pa
     _assert_gradients_logged(logged, applied)
     assert logged.scalars("amp/skipped_steps") == [(1, 1.0)]
     assert [s for s, _ in logged.histograms("histogram/weight/0.weight")] == [0, 1, 2, 3]
+
+
+class CountingScaler(torch.amp.GradScaler):
+    """A GradScaler that counts the reads of its scale (on a GPU each waits for the device)."""
+
+    reads = 0
+
+    def get_scale(self) -> float:
+        self.reads += 1
+        return super().get_scale()
+
+
+@pytest.mark.parametrize("per_rank", [False, True])
+def test_loss_scale_is_read_at_most_once_per_optimizer_step(tmp_path, per_rank):
+    model = small_mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    scaler = CountingScaler("cpu", init_scale=2.0 ** 12)
+    steps, micro = 4, 3
+    data = regression_batches(steps * micro)
+    plugins = [GradClip(mode="none", clamp=1.0, clamp_include=["*"]),
+               *_gradient_plugins(per_rank=per_rank)]
+    with gl.watch(model, opt, logdir=str(tmp_path), plugins=plugins, scaler=scaler,
+                  strict=True) as run:
+        for step in range(steps):
+            opt.zero_grad()
+            for x, y in data[micro * step:micro * step + micro]:  # (a forward each)
+                loss = F.mse_loss(model(x), y) / micro
+                # (NaN: the clamp would make an inf finite; a NaN makes the scaler skip)
+                scaler.scale(loss * (math.nan if step == 1 else 1.0)).backward()
+            scaler.step(opt)  # (GradScaler itself never calls get_scale())
+            scaler.update()
+    assert run.step == steps and run.amp_skipped_steps == 1  # the skip is still seen
+    assert 1 <= scaler.reads <= steps
