@@ -224,7 +224,7 @@ class Doctor(Plugin):
             before = self._before[n].reshape(-1)
             size = _norm(before)
             if size > 0:
-                change = run.engine.to_numpy(p).reshape(-1) - before
+                change = np.subtract(run.engine.to_numpy(p).reshape(-1), before, out=before)
                 self._log(run, f"doctor/update_ratio/{n}", _norm(change) / size, run.step)
         self._before = {}
         self._write(run)
