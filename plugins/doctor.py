@@ -155,6 +155,8 @@ class Doctor(Plugin):
             self._bad = [n for n, p in reversed(self._params) if p.grad is not None
                          and not math.isfinite(run.engine.norms([p.grad])[0])]
             self._nonfinite_step = run.step
+            if self._watching_backward:  # (a closure's backward: the update comes next)
+                self._report_pending(run)
 
     def _keep_input(self, run: Any) -> Any:
         def hook(module: Any, args: tuple) -> None:
@@ -168,10 +170,15 @@ class Doctor(Plugin):
                 self._watch_backward(run)  # (this step's gradients come later, inside it)
             elif self._sentinel is not None and not self._watching_backward:
                 self._watch_nonfinite(run, self._sentinel)
-            if self._nonfinite_step is not None:
-                step, self._nonfinite_step = self._nonfinite_step, None
-                self._report_nonfinite(run, step)
+            self._report_pending(run)
         return hook
+
+    def _report_pending(self, run: Any) -> None:
+        """Report a non-finite step at once, before its update: the origin search passes the
+        step's input again through the parameters the step used."""
+        if self._nonfinite_step is not None:
+            step, self._nonfinite_step = self._nonfinite_step, None
+            self._report_nonfinite(run, step)
 
     # -- events (on the measuring steps) ------------------------------------------------------
     def on_batch_start(self, run: Any) -> None:

@@ -153,6 +153,9 @@ def test_nonfinite_is_found_in_steps_given_a_closure(engine, tmp_path):
                 loss.backward()
                 return loss
             opt.step(closure)
-    # (found inside step 6, it is reported at step 7's start, after step 6's update: the
-    # origin search then sees NaN weights, and its module is not checked here)
-    assert {f.kind: f for f in diagnose(read_trace(str(tmp_path)))}["nonfinite"].first_step == 6
+    # found inside step 6's closure, it is reported there, before step 6's update: the
+    # origin search sees the weights the step used (finite), so the NaN began after the
+    # forward pass (in the loss), not in a module fed NaN weights by the update
+    found = {f.kind: f for f in diagnose(read_trace(str(tmp_path)))}["nonfinite"]
+    assert found.first_step == 6
+    assert found.evidence["where"] == "backward"
