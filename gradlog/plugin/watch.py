@@ -12,7 +12,7 @@ from .options import load_config, parse_spec
 from .run import Run
 from .writers import open_writer, rank_writers
 
-__all__ = ["watch", "watch_driven"]
+__all__ = ["watch", "watch_driven", "WatchSettings"]
 
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
@@ -84,6 +84,30 @@ def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugi
                   config=cfg, probe_sets=probe_sets, max_failures=max_failures,
                   writer=None, scaler=None, hooks=False, state=state, shares_dir=True,
                   graph=False)  # a framework logs its graph itself (Lightning: log_graph)
+
+
+@dataclasses.dataclass
+class WatchSettings:
+    """What a framework's callback was asked to watch (``gradlog.integrations``): its
+    ``plugins``, ``logdir``, ``every``, ``strict``, ``config`` and ``max_failures``, as
+    ``watch_driven`` takes them; ``start`` begins a run with them."""
+
+    plugins: list
+    logdir: str | None = None
+    every: int | None = 100
+    strict: bool = False
+    config: Any = None
+    max_failures: int = 3
+
+    def __post_init__(self) -> None:
+        self.plugins = list(self.plugins)
+
+    def start(self, model: Any, optimizer: Any, *, logdir: str | None,
+              state: dict | None = None) -> Run:
+        """``watch_driven`` with these settings, writing into ``logdir``."""
+        return watch_driven(model, optimizer, logdir=logdir, plugins=self.plugins,
+                            strict=self.strict, config=self.config,
+                            max_failures=self.max_failures, state=state, every=self.every)
 
 
 def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, strict: bool,

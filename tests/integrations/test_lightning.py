@@ -220,5 +220,6 @@ def test_the_callback_pickles_as_ddp_spawn_sends_it_to_its_processes():
     callback = GradlogCallback(["grad-norm:every=3"], "somewhere", every=7, strict=True)
     copy = pickle.loads(pickle.dumps(callback))
     assert isinstance(copy, L.Callback) and type(copy) is type(callback)
-    assert (copy.plugins, copy.logdir, copy.every, copy.strict) == \
-        (["grad-norm:every=3"], "somewhere", 7, True)
+    assert copy.settings == callback.settings
+    assert (copy.settings.plugins, copy.settings.logdir, copy.settings.every,
+            copy.settings.strict) == (["grad-norm:every=3"], "somewhere", 7, True)
