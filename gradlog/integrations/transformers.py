@@ -70,6 +70,7 @@ class GradlogCallback(TrainerCallback):
         self.run: Any = None
         self._shares_trainer_dir = False
         self._due = False  # a micro-batch starts at the model's next training forward
+        self._scale: float | None = None  # the loss scale before the step (fp16)
         self._hook: Any = None
 
     # -- the run's life -----------------------------------------------------------------------
@@ -137,14 +138,21 @@ class GradlogCallback(TrainerCallback):
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, *,
                               optimizer: Any = None, **kwargs: Any) -> None:
-        if self.run is not None:
-            self.run.driver.gradients_final(self.run.engine.local_optimizer(optimizer))
+        if self.run is None:
+            return
+        scaler = _loss_scaler(optimizer)
+        self._scale = scaler.get_scale() if scaler is not None else None
+        self.run.driver.gradients_final(self.run.engine.local_optimizer(optimizer))
 
     def on_optimizer_step(self, args: Any, state: Any, control: Any, *, optimizer: Any = None,
                           **kwargs: Any) -> None:
         if self.run is None:
             return
-        if getattr(optimizer, "step_was_skipped", False):  # Accelerate's loss scaler
+        # The loss scaler skipped the step iff it lowered its scale (inf or NaN gradients).
+        # (Not Accelerate's ``step_was_skipped``: with torch's AdamW, which takes the scaler
+        # into its own step, the scaler calls ``step`` even when it skips, and that says False.)
+        scaler = _loss_scaler(optimizer)
+        if scaler is not None and self._scale is not None and scaler.get_scale() < self._scale:
             self.run.driver.step_skipped()
         else:
             self.run.driver.step_end()
@@ -189,6 +197,11 @@ def _trainer_tags(logs: dict) -> dict[str, float]:
         else:
             tags[f"train/{key}"] = float(value)
     return tags
+
+
+def _loss_scaler(optimizer: Any) -> Any:
+    """The fp16 loss scaler of Accelerate's prepared optimizer (None without one)."""
+    return getattr(optimizer, "scaler", None)
 
 
 def _report_to(args: Any) -> list[str]:
