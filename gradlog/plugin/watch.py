@@ -72,7 +72,9 @@ def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugi
     ``logdir`` may already hold the framework's own event files (its TensorBoard logger's
     directory): gradlog's files go beside them, so one TensorBoard run shows both. ``state``
     is ``run.state_dict()`` of the run this one continues (kept in the framework's
-    checkpoint): step, epoch and the plugins' state are restored before the plugins start.
+    checkpoint): step, epoch and the plugins' state are restored before the plugins start,
+    and the run's writer purges the steps from there on that ``logdir`` already holds (an
+    earlier session's, logged after the checkpoint: TensorBoard shows each step once).
     ``every``: the ``every`` option (how often it logs) of each plugin enabled by name that has
     one and was not given one (in its ``-p`` string or ``config``). The other arguments are
     ``gl.watch``'s; data-parallel ranks as there (rank 0 writes).
@@ -124,8 +126,11 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
     ranks = engine.collectives()
     owns = writer is None
     logdir = _new_run_dir(logdir, ranks, given_writer=not owns, shares_dir=shares_dir)
+    # a continued run purges, at its step, what its directory holds from there on (the steps
+    # an earlier session logged after the checkpoint, logged again now)
+    purge_step = state.get("step") if state is not None else None
     if writer is None and ranks.rank == 0:
-        writer = open_writer(logdir)
+        writer = open_writer(logdir, purge_step=purge_step)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
         logdir = writer.get_logdir()
     if ranks.world_size > 1:  # rank 0 names the directory (the default one has a timestamp)
@@ -134,7 +139,8 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writers(logdir) if logdir else None, scaler=scaler,
+              rank_writer=rank_writers(logdir, purge_step=purge_step) if logdir else None,
+              scaler=scaler,
               hooks=hooks)
     try:
         if state is not None:
