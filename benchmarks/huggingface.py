@@ -98,8 +98,9 @@ def _train_hf(steps: int, logdir: str | None, out: str) -> tuple[float, Any]:
 # -- W12: an Accelerate loop ------------------------------------------------------------------
 def _train_accelerate(weights: list, batches: list, logdir: str | None,
                       tracked: bool = True) -> tuple[float, Any]:
-    """One loop (with gradlog when ``logdir`` is given: the tracker logging the loss each step
-    unless not ``tracked``, and gl.watch); returns the seconds of the last ``PER_BLOCK`` steps
+    """One loop that logs the loss with ``accelerator.log`` each step (with gradlog when
+    ``logdir`` is given: gl.watch, and the tracker receiving the loss unless not ``tracked``);
+    returns the seconds of the last ``PER_BLOCK`` steps
     (0 when fewer) and the trained model."""
     import torch
     from accelerate import Accelerator
@@ -130,8 +131,9 @@ def _train_accelerate(weights: list, batches: list, logdir: str | None,
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
-        if tracker is not None and tracked:
-            accelerator.log({"loss": loss.detach()}, step=run.step)
+        # every contender logs the loss the same way (the bare ones and "gl.watch only" to
+        # no tracker), so the ratios measure gradlog's cost alone
+        accelerator.log({"loss": loss.detach()}, step=i)
     if run is not None:
         run.writer.flush()
     seconds = time.perf_counter() - start if len(batches) > PER_BLOCK else 0.0

@@ -29,7 +29,7 @@ from typing import Any
 
 from ..engines.base import map_tensors
 from ..plugin.discovery import merge_plugins
-from ..plugin.watch import watch_driven
+from ..plugin.watch import WatchSettings
 
 __all__ = ["GradlogCallback", "DEFAULT_PLUGINS"]
 
@@ -54,7 +54,8 @@ class GradlogCallback:
 
     Under data-parallel strategies every rank runs the plugins and only global rank 0 writes.
     The callback's ``state_dict`` (in Lightning's checkpoints) continues the run's steps and
-    plugin state when a fit resumes from one. ``run`` is the running ``gradlog.plugin.Run``
+    plugin state when a fit resumes from one. ``settings`` holds the arguments
+    (``WatchSettings``); ``run`` is the running ``gradlog.plugin.Run``
     (None outside ``fit``).
     """
 
@@ -66,12 +67,7 @@ class GradlogCallback:
     def __init__(self, plugins: Any = DEFAULT_PLUGINS, logdir: str | None = None,
                  every: int | None = 100, *, strict: bool = False, config: Any = None,
                  max_failures: int = 3) -> None:
-        self.plugins = list(plugins)
-        self.logdir = logdir
-        self.every = every
-        self.strict = strict
-        self.config = config
-        self.max_failures = max_failures
+        self.settings = WatchSettings(plugins, logdir, every, strict, config, max_failures)
         self.run: Any = None
         self._restored: dict | None = None  # the run state of the checkpoint a fit resumes
         self._stepped = False  # this batch's optimizer step came (on_before_optimizer_step)
@@ -81,13 +77,12 @@ class GradlogCallback:
 
     def __reduce__(self) -> tuple:
         # (ddp_spawn pickles the callbacks: rebuilt in the child for its Lightning package)
-        return _rebuilt, (self.plugins, self.logdir, self.every, self.strict, self.config,
-                          self.max_failures)
+        return _rebuilt, (self.settings,)
 
     # -- the run's life -----------------------------------------------------------------------
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         clip = getattr(trainer, "gradient_clip_val", None)
-        if stage == "fit" and clip and _clips(self.plugins, self.config):
+        if stage == "fit" and clip and _clips(self.settings.plugins, self.settings.config):
             raise ValueError(
                 f"GradlogCallback's grad-clip plugin and Trainer(gradient_clip_val={clip}) would "
                 "both clip the gradients (grad-clip first, then Lightning); keep one of them")
@@ -97,12 +92,11 @@ class GradlogCallback:
         if len(optimizers) != 1:
             raise ValueError(f"GradlogCallback watches one optimizer; this Trainer has "
                              f"{len(optimizers)} (configure_optimizers)")
-        logdir = self.logdir if self.logdir is not None else self._logger_dir(trainer)
-        self._shares_logger = self.logdir is None and logdir is not None
-        self.run = watch_driven(pl_module, optimizers[0], logdir=logdir, plugins=self.plugins,
-                                strict=self.strict, config=self.config,
-                                max_failures=self.max_failures, state=self._restored,
-                                every=self.every)
+        own = self.settings.logdir
+        logdir = own if own is not None else self._logger_dir(trainer)
+        self._shares_logger = own is None and logdir is not None
+        self.run = self.settings.start(pl_module, optimizers[0], logdir=logdir,
+                                       state=self._restored)
         self._restored, self._stepped = None, False
         if (self.run.step, self.run.epoch) != (trainer.global_step, trainer.current_epoch):
             # a checkpoint written without this callback, or none: Lightning's count rules
@@ -229,10 +223,10 @@ class _CallbackMetrics(Mapping):
         return len(self._read())
 
 
-def _rebuilt(plugins: Any, logdir: str | None, every: int | None, strict: bool, config: Any,
-             max_failures: int) -> GradlogCallback:
-    return GradlogCallback(plugins, logdir, every, strict=strict, config=config,
-                           max_failures=max_failures)
+def _rebuilt(settings: WatchSettings) -> GradlogCallback:
+    return GradlogCallback(settings.plugins, settings.logdir, settings.every,
+                           strict=settings.strict, config=settings.config,
+                           max_failures=settings.max_failures)
 
 
 def _loss_scaler(trainer: Any) -> Any:

@@ -30,7 +30,7 @@ except ImportError as error:  # pragma: no cover - the extra is absent
     raise ImportError("gradlog.integrations.transformers needs Hugging Face Transformers: "
                       "pip install 'gradlog[transformers]'") from error
 
-from ..plugin.watch import watch_driven
+from ..plugin.watch import WatchSettings
 from ..utils.run_hooks import RunHook
 
 __all__ = ["GradlogCallback", "DEFAULT_PLUGINS"]
@@ -58,22 +58,19 @@ class GradlogCallback(TrainerCallback):
         strict, config, max_failures: as in ``gl.watch``.
 
     Under data-parallel training every process runs the plugins and only the main process
-    (rank 0) writes. ``run`` is the running ``gradlog.plugin.Run`` (None outside ``train``).
+    (rank 0) writes. ``settings`` holds the arguments (``WatchSettings``); ``run`` is the
+    running ``gradlog.plugin.Run`` (None outside ``train``).
     If ``train`` raises, what was written stays readable (flushed at exit, or by ``close()``).
     """
 
     def __init__(self, plugins: Any = DEFAULT_PLUGINS, logdir: str | None = None,
                  every: int | None = 100, *, strict: bool = False, config: Any = None,
                  max_failures: int = 3) -> None:
-        self.plugins = list(plugins)
-        self.logdir = logdir
-        self.every = every
-        self.strict = strict
-        self.config = config
-        self.max_failures = max_failures
+        self.settings = WatchSettings(plugins, logdir, every, strict, config, max_failures)
         self.run: Any = None
         self._shares_trainer_dir = False
         self._due = False  # a micro-batch starts at the model's next training forward
+        self._scale: float | None = None  # the loss scale before the step (fp16)
         self._hook: Any = None
 
     # -- the run's life -----------------------------------------------------------------------
@@ -81,9 +78,7 @@ class GradlogCallback(TrainerCallback):
                        optimizer: Any = None, **kwargs: Any) -> None:
         self.close()  # (a previous train() of this callback that raised)
         logdir, self._shares_trainer_dir = self._trainer_dir(args)
-        self.run = watch_driven(model, optimizer, logdir=logdir,
-                                plugins=self.plugins, strict=self.strict, config=self.config,
-                                max_failures=self.max_failures, every=self.every)
+        self.run = self.settings.start(model, optimizer, logdir=logdir)
         if state.global_step:
             self.run.driver.jump_to(state.global_step, int(state.epoch or 0))
         self._hook = model.register_forward_pre_hook(RunHook(self._forward, "gradlog_batch"),
@@ -104,8 +99,8 @@ class GradlogCallback(TrainerCallback):
 
     def _trainer_dir(self, args: Any) -> tuple[str | None, bool]:
         """Where to write, and whether the Trainer's own TensorBoard callback writes there."""
-        if self.logdir is not None:
-            return self.logdir, False
+        if self.settings.logdir is not None:
+            return self.settings.logdir, False
         tensorboard = "tensorboard" in _report_to(args)
         logging_dir = getattr(args, "logging_dir", None)  # (Transformers 4)
         if logging_dir is None:
@@ -143,14 +138,21 @@ class GradlogCallback(TrainerCallback):
 
     def on_pre_optimizer_step(self, args: Any, state: Any, control: Any, *,
                               optimizer: Any = None, **kwargs: Any) -> None:
-        if self.run is not None:
-            self.run.driver.gradients_final(self.run.engine.local_optimizer(optimizer))
+        if self.run is None:
+            return
+        scaler = _loss_scaler(optimizer)
+        self._scale = scaler.get_scale() if scaler is not None else None
+        self.run.driver.gradients_final(self.run.engine.local_optimizer(optimizer))
 
     def on_optimizer_step(self, args: Any, state: Any, control: Any, *, optimizer: Any = None,
                           **kwargs: Any) -> None:
         if self.run is None:
             return
-        if getattr(optimizer, "step_was_skipped", False):  # Accelerate's loss scaler
+        # The loss scaler skipped the step iff it lowered its scale (inf or NaN gradients).
+        # (Not Accelerate's ``step_was_skipped``: with torch's AdamW, which takes the scaler
+        # into its own step, the scaler calls ``step`` even when it skips, and that says False.)
+        scaler = _loss_scaler(optimizer)
+        if scaler is not None and self._scale is not None and scaler.get_scale() < self._scale:
             self.run.driver.step_skipped()
         else:
             self.run.driver.step_end()
@@ -195,6 +197,11 @@ def _trainer_tags(logs: dict) -> dict[str, float]:
         else:
             tags[f"train/{key}"] = float(value)
     return tags
+
+
+def _loss_scaler(optimizer: Any) -> Any:
+    """The fp16 loss scaler of Accelerate's prepared optimizer (None without one)."""
+    return getattr(optimizer, "scaler", None)
 
 
 def _report_to(args: Any) -> list[str]:

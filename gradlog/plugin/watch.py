@@ -12,7 +12,7 @@ from .options import load_config, parse_spec
 from .run import Run
 from .writers import open_writer, rank_writers
 
-__all__ = ["watch", "watch_driven"]
+__all__ = ["watch", "watch_driven", "WatchSettings"]
 
 
 def watch(model: Any, optimizer: Any = None, *, logdir: str | None = None, plugins: Any = (),
@@ -72,7 +72,9 @@ def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugi
     ``logdir`` may already hold the framework's own event files (its TensorBoard logger's
     directory): gradlog's files go beside them, so one TensorBoard run shows both. ``state``
     is ``run.state_dict()`` of the run this one continues (kept in the framework's
-    checkpoint): step, epoch and the plugins' state are restored before the plugins start.
+    checkpoint): step, epoch and the plugins' state are restored before the plugins start,
+    and the run's writer purges the steps from there on that ``logdir`` already holds (an
+    earlier session's, logged after the checkpoint: TensorBoard shows each step once).
     ``every``: the ``every`` option (how often it logs) of each plugin enabled by name that has
     one and was not given one (in its ``-p`` string or ``config``). The other arguments are
     ``gl.watch``'s; data-parallel ranks as there (rank 0 writes).
@@ -84,6 +86,30 @@ def watch_driven(model: Any, optimizer: Any, *, logdir: str | None = None, plugi
                   config=cfg, probe_sets=probe_sets, max_failures=max_failures,
                   writer=None, scaler=None, hooks=False, state=state, shares_dir=True,
                   graph=False)  # a framework logs its graph itself (Lightning: log_graph)
+
+
+@dataclasses.dataclass
+class WatchSettings:
+    """What a framework's callback was asked to watch (``gradlog.integrations``): its
+    ``plugins``, ``logdir``, ``every``, ``strict``, ``config`` and ``max_failures``, as
+    ``watch_driven`` takes them; ``start`` begins a run with them."""
+
+    plugins: list
+    logdir: str | None = None
+    every: int | None = 100
+    strict: bool = False
+    config: Any = None
+    max_failures: int = 3
+
+    def __post_init__(self) -> None:
+        self.plugins = list(self.plugins)
+
+    def start(self, model: Any, optimizer: Any, *, logdir: str | None,
+              state: dict | None = None) -> Run:
+        """``watch_driven`` with these settings, writing into ``logdir``."""
+        return watch_driven(model, optimizer, logdir=logdir, plugins=self.plugins,
+                            strict=self.strict, config=self.config,
+                            max_failures=self.max_failures, state=state, every=self.every)
 
 
 def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, strict: bool,
@@ -100,8 +126,11 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
     ranks = engine.collectives()
     owns = writer is None
     logdir = _new_run_dir(logdir, ranks, given_writer=not owns, shares_dir=shares_dir)
+    # a continued run purges, at its step, what its directory holds from there on (the steps
+    # an earlier session logged after the checkpoint, logged again now)
+    purge_step = state.get("step") if state is not None else None
     if writer is None and ranks.rank == 0:
-        writer = open_writer(logdir)
+        writer = open_writer(logdir, purge_step=purge_step)
     if writer is not None and callable(getattr(writer, "get_logdir", None)):
         logdir = writer.get_logdir()
     if ranks.world_size > 1:  # rank 0 names the directory (the default one has a timestamp)
@@ -110,7 +139,8 @@ def _start(model: Any, optimizer: Any, *, logdir: str | None, plugins: Any, stri
     run = Run(model, optimizer, writer, plugins=enabled, strict=strict,
               max_failures=max_failures, probe_sets=probe_sets, config=cfg,
               seed=engine.initial_seed(), owns_writer=owns, engine=engine,
-              rank_writer=rank_writers(logdir) if logdir else None, scaler=scaler,
+              rank_writer=rank_writers(logdir, purge_step=purge_step) if logdir else None,
+              scaler=scaler,
               hooks=hooks)
     try:
         if state is not None:

@@ -220,5 +220,35 @@ def test_the_callback_pickles_as_ddp_spawn_sends_it_to_its_processes():
     callback = GradlogCallback(["grad-norm:every=3"], "somewhere", every=7, strict=True)
     copy = pickle.loads(pickle.dumps(callback))
     assert isinstance(copy, L.Callback) and type(copy) is type(callback)
-    assert (copy.plugins, copy.logdir, copy.every, copy.strict) == \
-        (["grad-norm:every=3"], "somewhere", 7, True)
+    assert copy.settings == callback.settings
+    assert (copy.settings.plugins, copy.settings.logdir, copy.settings.every,
+            copy.settings.strict) == (["grad-norm:every=3"], "somewhere", 7, True)
+
+
+def test_a_fit_resumed_into_the_same_folder_shows_each_step_once(tmp_path):
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator as PluginEventAccumulator,
+    )
+
+    logdir = str(tmp_path / "g")
+    every_epoch = ModelCheckpoint(dirpath=str(tmp_path / "ckpt"), save_top_k=-1)
+    trainer(tmp_path, [GradlogCallback(["grad-norm"], logdir, every=1), every_epoch],
+            max_epochs=2, enable_checkpointing=True).fit(Tiny(), loader())
+    first_epoch = sorted(os.listdir(tmp_path / "ckpt"))[0]  # epoch=0-step=8.ckpt
+    assert "step=8" in first_epoch
+    # the fit resumed from step 8 into the same folder logs steps 8..15 again
+    again = GradlogCallback(["grad-norm"], logdir, every=1)
+    applied = AppliedGradients()
+    trainer(tmp_path, [again, applied], max_epochs=2).fit(
+        Tiny(), loader(), ckpt_path=str(tmp_path / "ckpt" / first_epoch))
+    accumulator = EventAccumulator(logdir)
+    accumulator.Reload()
+    steps = [event.step for event in accumulator.Scalars("grad-norm/global")]
+    assert steps == list(range(16))  # each once: the first fit's 8..15 purged
+    assert accumulator.Scalars("grad-norm/global")[8].value == pytest.approx(
+        _norm(applied.at[8].values()), rel=1e-6)
+    plugin_loader = PluginEventAccumulator(logdir)  # (what TensorBoard's dashboard reads)
+    plugin_loader.Reload()
+    assert [event.step for event in plugin_loader.Tensors("grad-norm/global")] == list(range(16))

@@ -145,6 +145,38 @@ def test_data_written_before_training_raises_stays_readable(tmp_path):
                       callbacks=[callback, Failing()])
     with pytest.raises(RuntimeError, match="boom"):
         trainer.train()
+    # no exception event: the run is still open, and what it wrote is readable already
+    assert callback.run is not None
+    assert sorted(read_events(logdir).scalars["grad-norm/global"]) == [0, 1, 2]
     callback.close()  # (or the interpreter's exit)
     assert callback.run is None
     assert sorted(read_events(logdir).scalars["grad-norm/global"]) == [0, 1, 2]
+
+
+def test_a_step_the_loss_scaler_skips_is_counted(tmp_path):
+    """fp16 on CPU: the Trainer accepts ``fp16=True`` but its Accelerator has no loss scaler
+    there, so the test gives it torch's CPU ``GradScaler`` before ``train``; the prepared
+    optimizer then steps through it, and an inf gradient at step 1 makes it skip that step
+    (its scale halves), which the callback counts into ``amp/skipped_steps``."""
+    torch.set_num_threads(1)
+    model = tiny_bert()
+    weight = model.classifier.weight
+    seen = []
+
+    def inf_at_step_1(grad):
+        seen.append(len(seen))
+        return torch.full_like(grad, float("inf")) if len(seen) == 2 else grad
+
+    weight.register_hook(inf_at_step_1)
+    logdir = str(tmp_path / "g")
+    trainer = Trainer(model=model, args=_args(tmp_path, fp16=True, max_steps=4),
+                      train_dataset=dict_batches(16),
+                      callbacks=[GradlogCallback(["grad-norm"], logdir, every=1)])
+    trainer.accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 4)
+    trainer.train()
+    assert len(seen) == 4
+    events = read_events(logdir)
+    assert events.scalars["amp/skipped_steps"] == {1: 1.0}
+    # the skipped step's gradients were read (inf) and the step number moved on
+    assert sorted(events.scalars["grad-norm/global"]) == [0, 1, 2, 3]
+    assert trainer.accelerator.scaler.get_scale() == 2.0 ** 3  # halved once, by the skip
