@@ -120,7 +120,7 @@ def graph(file: str, runs: tuple[Run, ...], model: str) -> Shot:
 
 # The runs. ``example/run`` is the command the front page shows, with its default plugins
 # (nan-guard, histogram, grad-norm, gradcam, doctor, graph); ``compare/`` is the two-run
-# comparison of docs/dashboard.md; ``plugins/`` holds one run per plugin that is not on by default.
+# comparison of docs/dashboard.md; ``plugins/`` holds the runs the other plugin pages show.
 EXAMPLE = Run("example/run", ())
 MLP = ("shapes-mlp", "-p", "grad-norm:every=2", "-p", "activation-stats:every=5")
 COMPARE = (Run("compare/lr0.05", MLP, epochs=2),
