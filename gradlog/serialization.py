@@ -23,7 +23,7 @@ from typing import IO, Any
 
 import numpy as np
 
-from .autograd.tensor import Tensor, wrap
+from .autograd.tensor import Tensor, array_of, wrap
 from .storage import atomic_file
 
 __all__ = ["save", "load", "CheckpointError"]
@@ -120,7 +120,7 @@ def _encode(obj: Any, path: str, arrays: dict[str, np.ndarray]) -> Any:
     if isinstance(obj, str):
         return {"t": "str", "v": obj}
     if isinstance(obj, Tensor):
-        node = {"t": "tensor", "e": _add(arrays, obj._data)}
+        node = {"t": "tensor", "e": _add(arrays, array_of(obj))}
         if obj.requires_grad:
             node["rg"] = True
         from .nn.parameter import Parameter  # a Parameter stays a Parameter, as in PyTorch

@@ -178,3 +178,54 @@ def test_a_torch_import_outside_the_engines_is_found(tmp_path, line):
     assert torch_imports(source) == [2]
     source.write_text("import torchvision_like\nfrom .torch import x\n")
     assert torch_imports(source) == []
+
+
+def import_cycle(package: Path) -> list[str]:
+    """One cycle of imports among gradlog's modules (lazy imports too), or ``[]``. Autograd's
+    own modules are left out: Tensor's methods are its operations, defined in ops/ and imported
+    by each other on first use (one part, one cycle by design)."""
+    graph = {module_name(p): set() for p in package.rglob("*.py")}
+    for path in package.rglob("*.py"):
+        here = module_name(path)
+        for _, there in imported(path):
+            inside = here.startswith("autograd") and there.startswith("autograd")
+            if there in graph and there != here and not inside:
+                graph[here].add(there)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for start in sorted(graph):
+        path, stack = [], [(start, iter(sorted(graph[start])))]
+        if state.get(start):
+            continue
+        state[start] = 1
+        path.append(start)
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                state[node] = 2
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                path.append(child)
+                stack.append((child, iter(sorted(graph[child]))))
+    return []
+
+
+def test_no_two_modules_import_each_other_even_lazily():
+    """A lazy import that closes a circle (train/trainer.py and train/launch.py once did) means
+    two modules are one: split what both need into a third."""
+    assert import_cycle(PACKAGE) == []
+
+
+def test_an_import_cycle_is_found(tmp_path, monkeypatch):
+    """The check itself: launch.py importing, inside a function, the command that imports it."""
+    import shutil
+    copy = tmp_path / "gradlog"
+    shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "static"))
+    launch = copy / "train" / "launch.py"
+    launch.write_text(launch.read_text() + "\n\ndef _later():\n    from .command import train\n")
+    monkeypatch.setattr(__import__(__name__), "PACKAGE", copy)
+    assert import_cycle(copy) == ["train.command", "train.launch", "train.command"]

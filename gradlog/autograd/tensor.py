@@ -459,12 +459,21 @@ _AUTOGRAD_STATE = frozenset({"_grad", "_vc", "_hooks", "_post_hooks", "_retains_
 def _rebuild(cls: type, data: np.ndarray, requires_grad: bool, state: dict) -> Tensor:
     """A leaf tensor of ``cls`` from a pickle (see ``Tensor.__reduce_ex__``)."""
     t = _new(cls)
-    t._data = data
+    init_leaf(t, data)
     t._requires_grad = requires_grad
-    t._grad_fn = None
-    t._owned = False
     t.__dict__.update(state)
     return t
+
+
+def init_leaf(t: Tensor, data: np.ndarray) -> None:
+    """Make ``t``, a new instance of a subclass (``nn.Parameter``, ``nn.Buffer``), a leaf
+    around ``data`` (shared memory, no copy) that does not require grad: how a subclass's
+    ``__init__`` sets autograd's fields without knowing them. Its array is not owned (the
+    caller may hold it)."""
+    t._data = data
+    t._requires_grad = False
+    t._grad_fn = None
+    t._owned = False
 
 
 def array_of(t: Tensor) -> np.ndarray:

@@ -46,22 +46,25 @@ def calculate_gain(nonlinearity: str, param: Any = None) -> float:
     raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
-def _fill(tensor: Tensor, values: np.ndarray) -> Tensor:
+def _fill(tensor: Tensor, values: np.ndarray | float) -> Tensor:
+    """Write ``values`` into ``tensor`` with its own in-place ops (PyTorch's checks, the
+    version bumped), without recording."""
     with no_grad():
-        tensor._check_inplace()
-        tensor._data[...] = values
-        tensor._bump_version()
+        if isinstance(values, np.ndarray):
+            tensor.copy_(values)
+        else:
+            tensor.fill_(values)
     return tensor
 
 
 def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with values drawn uniformly from [a, b)."""
-    return _fill(tensor, rng(generator).uniform(a, b, tensor._data.shape))
+    return _fill(tensor, rng(generator).uniform(a, b, tensor.shape))
 
 
 def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, generator: Any = None) -> Tensor:
     """Fill with values drawn from N(mean, std^2)."""
-    return _fill(tensor, rng(generator).normal(mean, std, tensor._data.shape))
+    return _fill(tensor, rng(generator).normal(mean, std, tensor.shape))
 
 
 def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
@@ -71,7 +74,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     if a >= b:
         raise ValueError(f"trunc_normal_: the lower bound a={a} must be below b={b}")
     gen = rng(generator)
-    n = tensor._data.size
+    n = tensor.numel()
     out = gen.normal(mean, std, n)
     bad = (out < a) | (out > b)
     for _ in range(1000):
@@ -80,7 +83,7 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
         out[bad] = gen.normal(mean, std, int(bad.sum()))
         bad = (out < a) | (out > b)
     np.clip(out, a, b, out=out)  # only reached when [a, b] holds almost no probability
-    return _fill(tensor, out.reshape(tensor._data.shape))
+    return _fill(tensor, out.reshape(tensor.shape))
 
 
 def constant_(tensor: Tensor, val: float) -> Tensor:
@@ -97,7 +100,7 @@ def zeros_(tensor: Tensor) -> Tensor:
 
 def _calculate_fan_in_and_fan_out(tensor: Tensor) -> tuple[int, int]:
     """(fan_in, fan_out): dims 1 and 0 times the receptive field (the remaining dims)."""
-    shape = tensor._data.shape
+    shape = tensor.shape
     if len(shape) < 2:
         raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
                          f"dimensions (got shape {list(shape)})")
@@ -128,7 +131,7 @@ def xavier_normal_(tensor: Tensor, gain: float = 1.0, generator: Any = None) -> 
 
 
 def _kaiming_std(tensor: Tensor, a: float, mode: str, nonlinearity: str) -> float | None:
-    if 0 in tensor._data.shape:
+    if 0 in tensor.shape:
         warnings.warn("Initializing zero-element tensors is a no-op", UserWarning, stacklevel=3)
         return None
     fan = _calculate_correct_fan(tensor, mode)

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd.tensor import Tensor
+from ..autograd.tensor import Tensor, array_of, init_leaf
 
 
 class Parameter(Tensor):
@@ -19,13 +19,10 @@ class Parameter(Tensor):
         if data is None:
             arr = np.zeros((0,), dtype=np.float32)
         elif isinstance(data, Tensor):
-            arr = data._data
+            arr = array_of(data)
         else:
             arr = np.asarray(data)
-        self._data = arr
-        self._grad_fn = None
-        self._requires_grad = False
-        self._owned = False
+        init_leaf(self, arr)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -34,7 +31,7 @@ class Parameter(Tensor):
 
     def __deepcopy__(self, memo: dict) -> Parameter:
         # As PyTorch: the values and requires_grad, not ``.grad`` (a plain tensor keeps it).
-        new = Parameter(self._data.copy(), self._requires_grad)
+        new = Parameter(array_of(self).copy(), self.requires_grad)
         memo[id(self)] = new
         return new
 
@@ -43,10 +40,7 @@ class Buffer(Tensor):
     """Marks a tensor as a buffer when assigned to a Module attribute (``persistent`` or not)."""
 
     def __init__(self, data: Any = None, *, persistent: bool = True) -> None:
-        arr = data._data if isinstance(data, Tensor) else np.asarray(
+        arr = array_of(data) if isinstance(data, Tensor) else np.asarray(
             data if data is not None else np.zeros((0,), np.float32))
-        self._data = arr
-        self._grad_fn = None
-        self._requires_grad = False
-        self._owned = False
+        init_leaf(self, arr)
         self.persistent = persistent

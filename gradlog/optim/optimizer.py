@@ -205,7 +205,7 @@ class Optimizer:
         """Reset the gradients: to ``None`` (default), or to zeros in place."""
         for group in self.param_groups:
             for p in group["params"]:
-                g = p._grad
+                g = p.grad
                 if g is None:
                     continue
                 if set_to_none:

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from ..engines.base import REDUCTIONS
+from .writers import open_writer
 
-__all__ = ["RankedWriters", "rank_run_dir", "supports"]
+__all__ = ["RankedWriters", "rank_run_dir", "rank_writers", "supports"]
 
 
 def supports(writer: Any, capability: str) -> bool:
@@ -34,6 +35,14 @@ def rank_run_dir(logdir: str, rank: int) -> str:
     return storage.join(logdir, f"rank{rank}")
 
 
+def rank_writers(logdir: str, **options: Any) -> Callable[[int], Any]:
+    """``rank -> writer`` of the rank's sub-run ``<logdir>/rank<k>/`` (what ``Run`` takes as
+    ``rank_writer``), each opened with ``options``."""
+    def rank_writer(rank: int) -> Any:
+        return open_writer(rank_run_dir(logdir, rank), **options)
+    return rank_writer
+
+
 class RankedWriters:
     """The run's writer on rank 0 (``main``), this rank's sub-run writer (``own``, made on first
     use by ``rank_writer(rank)``), and the cross-rank reductions of logged scalars."""
@@ -45,7 +54,6 @@ class RankedWriters:
         self.world_size = collectives.world_size
         self.main = writer if self.rank == 0 else None
         if rank_writer is None and callable(getattr(writer, "get_logdir", None)):
-            from .writers import rank_writers  # (it builds on rank_run_dir, above)
             rank_writer = rank_writers(writer.get_logdir())
         self._make_own = rank_writer
         self._own: Any = None

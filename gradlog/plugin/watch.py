@@ -9,8 +9,9 @@ from ..engines import engine_for
 from .discovery import discover, load, resolve_plugins
 from .model_text import MODEL_TEXT_TAG, model_text
 from .options import load_config, parse_spec
+from .ranks import rank_writers
 from .run import Run
-from .writers import open_writer, rank_writers
+from .writers import open_writer
 
 __all__ = ["watch", "watch_driven", "WatchSettings"]
 

@@ -4,12 +4,9 @@ public constructor, imported on first use (``import gradlog`` loads no TensorBoa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from .ranks import rank_run_dir
-
-__all__ = ["open_writer", "rank_writers"]
+__all__ = ["open_writer"]
 
 
 def open_writer(log_dir: str | None = None, **options: Any) -> Any:
@@ -17,10 +14,3 @@ def open_writer(log_dir: str | None = None, **options: Any) -> Any:
     from ..tensorboard import SummaryWriter
     return SummaryWriter(log_dir=log_dir, **options)
 
-
-def rank_writers(logdir: str, **options: Any) -> Callable[[int], Any]:
-    """``rank -> writer`` of the rank's sub-run ``<logdir>/rank<k>/`` (what ``Run`` takes as
-    ``rank_writer``), each opened with ``options``."""
-    def rank_writer(rank: int) -> Any:
-        return open_writer(rank_run_dir(logdir, rank), **options)
-    return rank_writer

@@ -80,3 +80,23 @@ def test_seeded_and_generator_draws_are_reproducible():
 def test_zero_element_tensor_warns_and_is_left_alone():
     with pytest.warns(UserWarning, match="Initializing zero-element tensors is a no-op"):
         init.kaiming_uniform_(gl.empty(0, 3))
+
+
+def test_init_writes_through_the_tensors_in_place_ops_with_their_checks():
+    """As PyTorch's init (fill_ / copy_ under no_grad): an inference tensor is refused outside
+    inference mode, a value an integer tensor cannot hold is a RuntimeError, and the draws
+    land in the tensor's own memory (a view's base sees them)."""
+    torch = pytest.importorskip("torch")
+    with gl.inference_mode():
+        frozen = gl.zeros(2)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside"):
+        init.ones_(frozen)
+    with pytest.raises(RuntimeError):
+        torch.nn.init.constant_(torch.zeros(2, dtype=torch.int64), float("nan"))
+    with pytest.raises(RuntimeError):
+        init.constant_(gl.zeros(2, dtype=gl.int64), float("nan"))
+    base = gl.zeros(4, 3)
+    init.uniform_(base[1:3], -1.0, 1.0)
+    drawn = base.numpy()[1:3]
+    assert (base.numpy()[[0, 3]] == 0).all() and (drawn != 0).all()
+    assert ((drawn >= -1) & (drawn < 1)).all() and base._version == 1

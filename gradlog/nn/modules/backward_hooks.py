@@ -14,7 +14,7 @@ from typing import Any
 
 from ...autograd.function import Function
 from ...autograd.node import rebase
-from ...autograd.tensor import Tensor, wrap
+from ...autograd.tensor import Tensor, array_of, wrap
 from .hooks import WrappedHook
 
 __all__ = ["BackwardHookState", "BackwardHookFunction", "wrap_inputs", "wrap_outputs",
@@ -40,7 +40,7 @@ class BackwardHookState:
         self.zero_inputs: dict[int, Tensor] = {}  # tensor args that need no grad
         for i, a in enumerate(args):
             if isinstance(a, Tensor):
-                if a._requires_grad:
+                if a.requires_grad:
                     self.input_positions.append(i)
                 else:
                     self.zero_inputs[i] = a
@@ -92,8 +92,9 @@ class BackwardHookState:
         for pos, g in zip(self.input_positions, grads):
             grad_input[pos] = g
         for pos, t in self.zero_inputs.items():
-            grad_input[pos] = wrap(t._data * 0 if t._data.dtype.kind != "b"
-                                   else (t._data * 0).astype(bool))
+            data = array_of(t)
+            grad_input[pos] = wrap(data * 0 if data.dtype.kind != "b"
+                                   else (data * 0).astype(bool))
         grad_input = tuple(grad_input)
         for hook in self.hooks:
             result = hook(self.module, grad_input, self.grad_output)
@@ -160,7 +161,7 @@ def wrap_outputs(state: BackwardHookState, result: Any) -> Any:
         return result
     state.n_outputs = len(items)
     state.output_positions = [i for i, o in enumerate(items)
-                              if isinstance(o, Tensor) and o._requires_grad]
+                              if isinstance(o, Tensor) and o.requires_grad]
     if not state.output_positions:
         return result
     out = _through_identity(state, "output", items, state.output_positions)

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ...autograd import dtypes
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, array_of
 from ...utils.hooks import HookRegistry
 from ..parameter import Buffer, Parameter
 from . import hooks as _hooks
@@ -337,15 +337,17 @@ class Module(ModuleHooks, StateDict):
         return self
 
     def _apply_to_tensors(self, convert: Any) -> Module:
+        """Give every parameter, its ``.grad`` and every buffer the array ``convert(array)``,
+        keeping the tensor objects (optimizers built before still hold them)."""
         for m in self.modules():
             for p in m._parameters.values():
                 if p is not None:
-                    p._data = convert(p._data)
-                    if p._grad is not None:
-                        p._grad._data = convert(p._grad._data)
+                    p.data = convert(array_of(p))
+                    if p.grad is not None:
+                        p.grad.data = convert(array_of(p.grad))
             for _name, b in m._buffers.items():
                 if b is not None:
-                    b._data = convert(b._data)
+                    b.data = convert(array_of(b))
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:

@@ -8,7 +8,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ...autograd.grad_mode import no_grad
-from ...autograd.tensor import Tensor
+from ...autograd.tensor import Tensor, array_of
 
 __all__ = ["StateDict"]
 
@@ -63,11 +63,11 @@ class StateDict:
                 missing.append(key)
                 continue
             value = state_dict[key]
-            arr = value._data if isinstance(value, Tensor) else np.asarray(value)
-            if arr.shape != target._data.shape:
+            arr = array_of(value) if isinstance(value, Tensor) else np.asarray(value)
+            if arr.shape != array_of(target).shape:
                 errors.append(f"size mismatch for {key}: copying a param with shape "
                               f"{list(arr.shape)} from checkpoint, the shape in current model is "
-                              f"{list(target._data.shape)}.")
+                              f"{list(target.shape)}.")
                 continue
             with no_grad():
                 target.copy_(value if isinstance(value, Tensor) else arr)
