@@ -33,7 +33,6 @@ from .built import Built
 from .config import RunConfig
 from .console import Console
 from .errors import Interrupted
-from .logged import log_hparams
 from .parallel import summed
 from .signals import SignalOwner
 
@@ -58,7 +57,7 @@ def accuracy(engine: Any, output: Any, target: Any) -> float | None:
 
 class Loop:
     """The epochs from ``run.epoch`` to the configured total. ``checkpoint()`` is called at
-    each epoch's end, after its validation, epoch-end events and (last epoch) hparams."""
+    each epoch's end, after its validation and epoch-end events."""
 
     def __init__(self, run: Any, built: Built, config: RunConfig, run_dir: str,
                  console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
@@ -80,8 +79,6 @@ class Loop:
             self._deferring_stop(run.epoch_end)
             if self.scheduler is not None and self.interval == "epoch":
                 self._step_scheduler()
-            if run.epoch == epochs and run.rank == 0:
-                log_hparams(self.run_dir, self.config, metrics)
             self.checkpoint()
             self.console.say(f"epoch {run.epoch}/{epochs}: "
                              + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))

@@ -21,7 +21,7 @@ from ..plugin.writers import open_writer
 from . import checkpoints, parallel, runs
 from .console import Console
 from .errors import Interrupted, RunFailed, UserError
-from .logged import flat_config, log_start_texts
+from .logged import flat_config, log_session_end, log_session_start, log_start_texts
 from .loop import Loop, SchedulerError
 from .preparation import Prepared, refuse_taken
 from .run_lock import LOCK_NAME, RunLock
@@ -169,6 +169,7 @@ class Trainer:
             raise self._interrupted(exc) from None
         except StopTraining:
             self._try_checkpoint()
+            self._end_session()
             self.run.finish()
             self.console.say("training stopped by a plugin")
         except PluginConfigError as exc:  # found in a plugin's setup: nothing to keep
@@ -214,13 +215,22 @@ class Trainer:
             self.run.start()
             if self.point is None or self.point.state is None:
                 log_start_texts(self.run, self.config, self.built.model)
+                if self.run.writer is not None:  # rank 0
+                    log_session_start(self.run.writer, self.config)
             extended = self.point is not None and self.point.config.epochs < self.config.epochs
             Loop(self.run, self.built, self.config, self.run_dir, self.console, self.signals,
                  self._save, self.point.config.epochs if extended else None,
                  model=self.model).run_epochs()
+        self._end_session()
         self.run.finish()
         self.console.result(f"{'' if self.console.quiet else chr(10)}view the run:  "
                             f"tensorboard --logdir {self.run_dir}")
+
+    def _end_session(self) -> None:
+        """The run's hparams trial ends (after the last checkpoint: a run extended later
+        hides this end, then writes its own)."""
+        if self.run.writer is not None:
+            log_session_end(self.run.writer, self.run.step)
 
     def _print_start(self) -> None:
         order = ", ".join(f"{p.name} ({p.kind}, {p.order})" for p in self.run.plugins)

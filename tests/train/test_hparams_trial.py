@@ -1,5 +1,6 @@
-"""The hparams trial ``gradlog train`` logs: the settings' columns come before the plugins'
-options in TensorBoard's HParams table, which sorts them by name (differing ones first)."""
+"""The hparams trial ``gradlog train`` logs into the run itself: the settings' columns come
+before the plugins' options in TensorBoard's HParams table, which sorts them by name
+(differing ones first)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from tensorboard.backend.event_processing.event_file_loader import EventFileLoad
 from tensorboard.plugins.hparams import backend_context, metadata, plugin_data_pb2
 
 from gradlog.train.config import RunConfig
-from gradlog.train.logged import log_hparams
+from gradlog.tensorboard import SummaryWriter
+from gradlog.train.logged import METRIC_TAGS, log_session_start
 
 
 def _experiment(trial: Path):
@@ -26,8 +28,11 @@ def test_tensorboard_shows_the_settings_before_the_plugin_options(tmp_path):
     config = RunConfig("shapes", {"epochs": 2, "batch_size": 64, "lr": 0.05, "seed": 0},
                        [("grad-clip", {"agc_clipping": 0.01, "max_norm": 1.0, "mode": "norm"}),
                         ("doctor", {"every": 20})])
-    log_hparams(str(tmp_path), config, {"val/loss": 0.5})
-    experiment = _experiment(tmp_path / "hparams")
+    with SummaryWriter(str(tmp_path)) as writer:
+        log_session_start(writer, config)
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []  # no sub-run
+    experiment = _experiment(tmp_path)
+    assert [m.name.tag for m in experiment.metric_infos] == list(METRIC_TAGS)
     assert [i.name for i in experiment.hparam_infos] == [
         "example", "epochs", "batch_size", "lr", "seed", "~grad-clip.agc_clipping",
         "~grad-clip.max_norm", "~grad-clip.mode", "~doctor.every"]

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from train_helpers import TINY, gradlog_train, scalars
+from train_helpers import TINY, gradlog_train, hparams_sessions, scalars
 
 pytestmark = pytest.mark.slow
 
@@ -211,9 +211,10 @@ def test_a_larger_epochs_extends_a_finished_run(tmp_path, finished_run):
     assert {s: losses[s] for s in range(8)} == first  # the first two epochs untouched
     assert [s for s, _ in scalars(str(run_dir), "val/loss")] == [4, 8, 12]
     assert "epochs = 3" in (run_dir / "run.toml").read_text()
-    hparams = scalars(str(run_dir / "hparams"), "hparam/val_loss")
-    assert [s for s, _ in hparams] == [0] and hparams[0][1] == scalars(str(run_dir),
-                                                                         "val/loss")[-1][1]
+    assert not (run_dir / "hparams").exists()  # the trial is the run itself
+    assert hparams_sessions(str(run_dir)) == {"_hparams_/experiment": [0],
+                                              "_hparams_/session_start_info": [0],
+                                              "_hparams_/session_end_info": [12]}
     again = gradlog_train(["--resume", str(run_dir)])
     assert again.returncode == 0 and "already finished at epoch 3" in again.stdout
 

@@ -139,3 +139,15 @@ def scalars(run_dir: str, tag: str) -> list[tuple[int, float]]:
     if tag not in acc.Tags()["scalars"]:
         return []
     return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def hparams_sessions(run_dir: str) -> dict[str, list[int]]:
+    """``{hparams tag: [steps]}`` of the run's own hparams summaries as TensorBoard's loader
+    sees them (purge applied)."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator,
+    )
+    acc = EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    acc.Reload()
+    return {tag: [e.step for e in acc.Tensors(tag)]
+            for tag in acc.PluginTagToContent("hparams")}
