@@ -9,8 +9,8 @@ from pathlib import Path
 from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
 from tensorboard.plugins.hparams import backend_context, metadata, plugin_data_pb2
 
-from gradlog.train.config import RunConfig
 from gradlog.tensorboard import SummaryWriter
+from gradlog.train.config import RunConfig
 from gradlog.train.logged import METRIC_TAGS, log_session_start
 
 
