@@ -59,10 +59,10 @@ class Loop:
     """The epochs from ``run.epoch`` to the configured total. ``checkpoint()`` is called at
     each epoch's end, after its validation and epoch-end events."""
 
-    def __init__(self, run: Any, built: Built, config: RunConfig, run_dir: str,
+    def __init__(self, run: Any, built: Built, config: RunConfig,
                  console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
                  extended_from: int | None = None, model: Any = None) -> None:
-        self.run, self.built, self.config, self.run_dir = run, built, config, run_dir
+        self.run, self.built, self.config = run, built, config
         self.model = model if model is not None else built.model  # or its DDP wrapper
         self.console, self.signals, self.checkpoint = console, signals, checkpoint
         self.scheduler = built.scheduler

@@ -218,7 +218,7 @@ class Trainer:
                 if self.run.writer is not None:  # rank 0
                     log_session_start(self.run.writer, self.config)
             extended = self.point is not None and self.point.config.epochs < self.config.epochs
-            Loop(self.run, self.built, self.config, self.run_dir, self.console, self.signals,
+            Loop(self.run, self.built, self.config, self.console, self.signals,
                  self._save, self.point.config.epochs if extended else None,
                  model=self.model).run_epochs()
         self._end_session()

@@ -80,10 +80,17 @@ def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_conf
                            killed_marker=tmp_path / "killed")
     assert killed.returncode == -9
     assert (part / "checkpoint-00000004.npz").exists()
+    # the killed run is in the HParams table already: its session started, no end yet
+    assert hparams_sessions(str(part)) == {"_hparams_/experiment": [0],
+                                           "_hparams_/session_start_info": [0]}
     resumed = gradlog_train([*BASE, "--config", tiny_config, "--resume", str(part)],
                             test_plugins)
     assert resumed.returncode == 0, resumed.stderr
     assert _losses(part) == _losses(full)
+    # one trial: the first session's start kept, not written again; the end once
+    assert hparams_sessions(str(part)) == hparams_sessions(str(full)) == {
+        "_hparams_/experiment": [0], "_hparams_/session_start_info": [0],
+        "_hparams_/session_end_info": [8]}
 
 
 @pytest.mark.parametrize("sig, code", [("INT", 130), ("TERM", 143)])
