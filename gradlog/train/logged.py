@@ -9,8 +9,8 @@ from typing import Any
 from ..plugin.model_text import MODEL_TEXT_TAG, model_text
 from .config import RunConfig
 
-__all__ = ["log_start_texts", "log_session_start", "log_session_end", "flat_config",
-           "METRIC_TAGS"]
+__all__ = ["log_start_texts", "log_session_start", "log_session_end", "session_left_open",
+           "flat_config", "METRIC_TAGS"]
 
 #: The run's own scalars the HParams table shows (each one's last value): no copies.
 METRIC_TAGS = ("val/acc", "val/loss", "train/acc", "train/loss")
@@ -58,7 +58,25 @@ def log_session_start(writer: Any, config: RunConfig) -> None:
 
 
 def log_session_end(writer: Any, step: int, status: str = "success") -> None:
-    """The trial's end status, at the run's last step (never lower than what it logged)."""
+    """The trial's end status, at the run's last step (never lower than what it logged),
+    written once everything the run logged before it is flushed: an end status on disk means
+    nothing the run logged is missing (a resume takes it for a finished run)."""
     from ..tensorboard.hparams import session_end_summary
 
+    writer.flush()
     writer.add_summary(session_end_summary(status), step)
+
+
+def session_left_open(run_dir: str) -> bool:
+    """Whether TensorBoard shows the run's trial started but not ended: the process was
+    stopped after the last checkpoint of a run whose training had finished, before its end
+    status reached the disk. (A run whose trial is elsewhere, as in an ``hparams`` sub-run of
+    older versions, has no session start of its own: nothing is left open.)"""
+    from tensorboard.plugins.hparams import metadata
+
+    from ..tensorboard.replay import shown_steps
+
+    shown = shown_steps(run_dir, (metadata.SESSION_START_INFO_TAG,
+                                  metadata.SESSION_END_INFO_TAG))
+    return bool(shown[metadata.SESSION_START_INFO_TAG]) and \
+        not shown[metadata.SESSION_END_INFO_TAG]

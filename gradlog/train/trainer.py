@@ -227,8 +227,10 @@ class Trainer:
                             f"tensorboard --logdir {self.run_dir}")
 
     def _end_session(self) -> None:
-        """The run's hparams trial ends (after the last checkpoint: a run extended later
-        hides this end, then writes its own)."""
+        """The run's hparams trial ends, after the last checkpoint: a run extended later hides
+        this end, then writes its own. (Before it, the checkpoint's replay would bring it back
+        into the extension.) A process stopped between that checkpoint and this end leaves the
+        trial open: resumed, it trains nothing and ends here (:mod:`.preparation`)."""
         if self.run.writer is not None:
             log_session_end(self.run.writer, self.run.step)
 
@@ -239,6 +241,9 @@ class Trainer:
         if self.point is not None and self.point.state is not None:
             lines.append(f"resuming from {os.path.basename(self.point.path)} (step "
                          f"{self.point.step}, epoch {self.point.epoch} of {self.config.epochs})")
+            if self.point.epoch >= self.config.epochs:
+                lines.append("its training had finished; the run was stopped before it "
+                             "ended its hparams trial, which it ends now")
         elif self.point is not None:
             lines.append(f"no checkpoint in {self.run_dir} yet: the run starts over, with the "
                          f"configuration in its {runs.RUN_TOML}")

@@ -94,6 +94,32 @@ def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_conf
 
 
 @pytest.mark.parametrize("sig, code", [("INT", 130), ("TERM", 143)])
+def test_a_run_stopped_after_its_last_checkpoint_is_resumed_to_its_trials_end(
+        tmp_path, tiny_config, test_plugins, uninterrupted, sig, code):
+    full, part = uninterrupted[0], tmp_path / "part"
+    # at the last epoch's end: the last checkpoint is saved, then the run stops before its
+    # hparams trial ends
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            f"killer:at_step=8,signal={sig},event=on_epoch_end"], test_plugins,
+                           killed_marker=tmp_path / "killed")
+    assert killed.returncode == code, killed.stderr
+    assert (part / "checkpoint-00000008.npz").exists()
+    assert "_hparams_/session_end_info" not in hparams_sessions(str(part))
+    resumed = gradlog_train(["--resume", str(part)], test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "its training had finished" in resumed.stdout
+    assert "epoch 2/2" not in resumed.stdout  # nothing trained again
+    assert _losses(part) == _losses(full)
+    assert hparams_sessions(str(part)) == hparams_sessions(str(full)) == {
+        "_hparams_/experiment": [0], "_hparams_/session_start_info": [0],
+        "_hparams_/session_end_info": [8]}
+    before = _snapshot(part)
+    again = gradlog_train(["--resume", str(part)], test_plugins)
+    assert again.returncode == 0 and "already finished at epoch 2" in again.stdout
+    assert _snapshot(part) == before
+
+
+@pytest.mark.parametrize("sig, code", [("INT", 130), ("TERM", 143)])
 def test_signal_saves_a_checkpoint_and_resume_matches(tmp_path, tiny_config, test_plugins,
                                                       sig, code, uninterrupted):
     full, part = uninterrupted[0], tmp_path / "part"
