@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from gradlog.plugin import Plugin
+from gradlog.plugin import NOT_A_PLUGIN_FAILURE, Plugin
 
 
 class Graph(Plugin):
@@ -15,7 +15,7 @@ class Graph(Plugin):
     ``torch.jit.trace``). On by default in ``gradlog train`` (``--no-graph`` turns it off)
     and in ``gl.watch`` (``graph=False``). A model that cannot be traced (data-dependent
     control flow, inputs that are not tensors) gets one warning line, and training goes on;
-    a failure to write (``OSError``) is the run's error and is raised, as for any plugin.
+    a write error (``OSError``) or the run's control flow is raised, as for any plugin.
     A run resumed past its first step does not log it again.
     """
 
@@ -56,8 +56,8 @@ class Graph(Plugin):
         try:
             with run.internal_pass("graph"):
                 writer.add_graph(run.model, args)
-        except OSError:
-            raise  # the run's storage failing (a full disk) is the run's error, not tracing's
+        except NOT_A_PLUGIN_FAILURE:
+            raise  # a full disk, or the run's control flow: not a tracing problem
         except Exception as exc:  # noqa: BLE001 -- any model's tracing problem, said once
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             print(f"warning: graph: the model's graph was not logged ({type(exc).__name__}: "

@@ -10,6 +10,7 @@ The contract is in ``base.py`` (what a plugin declares), ``run.py`` (the run) an
 from .base import EVENTS, Plugin
 from .discovery import GROUP, PluginInfo, discover, load, resolve_plugins
 from .errors import (
+    NOT_A_PLUGIN_FAILURE,
     PluginAbort,
     PluginConfigError,
     PluginError,
@@ -24,4 +25,5 @@ from .watch import watch, watch_driven
 
 __all__ = ["Plugin", "Run", "PluginRun", "EVENTS", "GROUP", "PluginInfo", "discover", "load",
            "resolve_plugins", "parse_spec", "watch", "watch_driven", "PluginAbort", "SkipStep",
-           "StopTraining", "PluginError", "PluginConfigError", "PluginLoadError"]
+           "StopTraining", "PluginError", "PluginConfigError", "PluginLoadError",
+           "NOT_A_PLUGIN_FAILURE"]

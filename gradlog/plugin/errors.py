@@ -43,3 +43,8 @@ class PluginLoadError(RuntimeError):
 
 
 CONTROL_FLOW = (SkipStep, StopTraining, PluginAbort)
+
+# What a plugin's code may raise that is not the plugin's failure: the run's control flow, and
+# a write error (the run's storage failing, e.g. a full disk). Raised unchanged, never caught
+# as a plugin's problem.
+NOT_A_PLUGIN_FAILURE = (*CONTROL_FLOW, OSError)

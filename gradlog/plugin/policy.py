@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .errors import CONTROL_FLOW, PluginError
+from .errors import NOT_A_PLUGIN_FAILURE, PluginError
 
 __all__ = ["FailurePolicy", "invoke", "warn"]
 
@@ -53,7 +53,7 @@ class FailurePolicy:
         if self.warn_only:
             self.report(f"plugin '{slot.name}' failed in {where}: {type(exc).__name__}: {exc}")
             return
-        if isinstance(exc, (*CONTROL_FLOW, OSError, *self.passes_through)):
+        if isinstance(exc, (*NOT_A_PLUGIN_FAILURE, *self.passes_through)):
             raise exc
         step = self.step()
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
