@@ -93,6 +93,21 @@ def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_conf
         "_hparams_/session_end_info": [8]}
 
 
+def test_the_trials_end_status_is_the_last_record_of_the_run(tmp_path, tiny_config,
+                                                             test_plugins):
+    """After the plugins' on_train_end too: a run whose end status is on disk lost nothing
+    (a resume takes it for finished)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    run_dir = tmp_path / "run"
+    done = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(run_dir), "-p",
+                          "farewell"], test_plugins)
+    assert done.returncode == 0, done.stderr
+    (path,) = run_dir.glob("*tfevents*")
+    tags = [(value.tag, event.step) for event in EventFileLoader(str(path)).Load()
+            for value in event.summary.value]
+    assert tags[-2:] == [("farewell", 8), ("_hparams_/session_end_info", 8)]
+
+
 @pytest.mark.parametrize("sig, code", [("INT", 130), ("TERM", 143)])
 def test_a_run_stopped_after_its_last_checkpoint_is_resumed_to_its_trials_end(
         tmp_path, tiny_config, test_plugins, uninterrupted, sig, code):

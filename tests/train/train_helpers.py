@@ -103,6 +103,15 @@ class Stopper(AtEvent):
         raise StopTraining
 
 
+class Farewell(Plugin):
+    """Logs ``farewell`` (1.0) at the run's last step when it ends (tests only)."""
+
+    name = "farewell"
+
+    def on_train_end(self, run):
+        run.log_scalar("farewell", 1.0, run.step)
+
+
 class Explodes(Plugin):
     """A mutator that raises at a chosen step (tests only)."""
 
