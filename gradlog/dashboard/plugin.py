@@ -63,7 +63,8 @@ def _required(request, name: str) -> str:
 
 def _hparams_trial(run: str, tags) -> bool:
     """A run that holds only an hparams trial (its metrics are ``hparam/...`` scalars), such
-    as the ``hparams`` run ``gradlog train`` writes below each run."""
+    as the sub-run PyTorch-style ``add_hparams(..., run_name="hparams")`` writes below a run
+    (``gradlog train`` writes its trial into the run itself)."""
     if not tags:
         return run.rpartition("/")[2] == "hparams"
     return all(tag.startswith("hparam/") for tag in tags)

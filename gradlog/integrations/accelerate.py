@@ -43,6 +43,7 @@ class GradlogTracker(GeneralTracker):
         super().__init__()
         self.logdir = logdir
         self.writer: Any = None
+        self._last_step = 0  # the hparams session ends there (never below a logged step)
 
     @on_main_process
     def start(self) -> None:
@@ -58,9 +59,13 @@ class GradlogTracker(GeneralTracker):
 
     @on_main_process
     def store_init_configuration(self, values: dict) -> None:
-        """The run's configuration, as hyperparameters (TensorBoard's HPARAMS tab)."""
-        self.writer.add_hparams({k: v for k, v in values.items() if v is not None},
-                                metric_dict={}, run_name=".")
+        """The run's configuration, as hyperparameters (TensorBoard's HPARAMS tab): the run
+        itself is the trial (no second event file or sub-run), its session ends at
+        ``end_training()``."""
+        from ..tensorboard.hparams import session_start_summaries
+
+        for summary in session_start_summaries(values, []):
+            self.writer.add_summary(summary, 0)
         self.writer.flush()
 
     @on_main_process
@@ -77,10 +82,14 @@ class GradlogTracker(GeneralTracker):
             else:
                 raise TypeError(f"GradlogTracker.log: '{key}' is a {type(value).__name__}; "
                                 "it logs numbers, strings and dicts of numbers")
+            self._last_step = max(self._last_step, step or 0)
 
     @on_main_process
     def finish(self) -> None:
         if self.writer is not None:
+            from ..tensorboard.hparams import session_end_summary
+
+            self.writer.add_summary(session_end_summary("success"), self._last_step)
             self.writer.close()
 
 

@@ -1,5 +1,5 @@
 """The one place runs create their TensorBoard writers (``gl.watch``'s run and rank sub-runs,
-``gradlog train``'s run, its rank sub-runs and hparams trial): through ``SummaryWriter``'s
+``gradlog train``'s run and its rank sub-runs): through ``SummaryWriter``'s
 public constructor, imported on first use (``import gradlog`` loads no TensorBoard)."""
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 
 from .convert import clean_tag, to_numpy
 
-__all__ = ["hparams_summaries"]
+__all__ = ["hparams_summaries", "session_start_summaries", "session_end_summary"]
 
 
 def _kind(value) -> str:
@@ -60,7 +60,7 @@ def _summary(tag: str, **plugin_data) -> Summary:
 
 def hparams_summaries(hparam_dict: dict, metric_dict: dict, hparam_domain_discrete=None,
                       wall_time: float | None = None) -> tuple[Summary, Summary, Summary]:
-    """(experiment, session start, session end) summaries for one trial.
+    """(experiment, session start, session end) summaries for one finished trial.
 
     Args:
         hparam_dict: ``{name: bool | str | number | one-element tensor | None}``; ``None``
@@ -69,11 +69,30 @@ def hparams_summaries(hparam_dict: dict, metric_dict: dict, hparam_domain_discre
         hparam_domain_discrete: ``{name: [every value the hparam can take]}``.
         wall_time: start and end time of the session (default: now).
     """
+    if not isinstance(hparam_dict, dict) or not isinstance(metric_dict, dict):
+        raise TypeError("hparam_dict and metric_dict should be dictionaries")
+    wall_time = time.time() if wall_time is None else float(wall_time)
+    experiment, start = session_start_summaries(hparam_dict, list(metric_dict),
+                                                hparam_domain_discrete, wall_time)
+    return experiment, start, session_end_summary("success", wall_time)
+
+
+def session_start_summaries(hparam_dict: dict, metric_tags, hparam_domain_discrete=None,
+                            wall_time: float | None = None) -> tuple[Summary, Summary]:
+    """(experiment, session start) summaries of a trial that starts now: written into the
+    trial's run when it starts, a running or crashed run is in the HParams table too.
+
+    Args:
+        hparam_dict: as in :func:`hparams_summaries`.
+        metric_tags: the tags of the run's scalars the table shows (their last values).
+        hparam_domain_discrete: as in :func:`hparams_summaries`.
+        wall_time: the session's start time (default: now).
+    """
     from google.protobuf import struct_pb2
     from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
-    if not isinstance(hparam_dict, dict) or not isinstance(metric_dict, dict):
-        raise TypeError("hparam_dict and metric_dict should be dictionaries")
+    if not isinstance(hparam_dict, dict):
+        raise TypeError("hparam_dict should be a dictionary")
     domains = hparam_domain_discrete or {}
     if not isinstance(domains, dict):
         raise TypeError("hparam_domain_discrete should be a dictionary")
@@ -103,10 +122,22 @@ def hparams_summaries(hparam_dict: dict, metric_dict: dict, hparam_domain_discre
         raise TypeError(f"hparam_domain_discrete names hparams not in hparam_dict: "
                         f"{sorted(unknown)}")
     metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=clean_tag(tag)))
-               for tag in metric_dict]
+               for tag in metric_tags]
     experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics,
                                     time_created_secs=wall_time)
-    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS, end_time_secs=wall_time)
     return (_summary(metadata.EXPERIMENT_TAG, experiment=experiment),
-            _summary(metadata.SESSION_START_INFO_TAG, session_start_info=start),
-            _summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
+            _summary(metadata.SESSION_START_INFO_TAG, session_start_info=start))
+
+
+def session_end_summary(status: str = "success", wall_time: float | None = None) -> Summary:
+    """The session end of a trial: ``status`` is ``"success"``, ``"failure"``, ``"running"``
+    or ``"unknown"``; ``wall_time`` its end time (default: now)."""
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
+    statuses = {"success": api_pb2.STATUS_SUCCESS, "failure": api_pb2.STATUS_FAILURE,
+                "running": api_pb2.STATUS_RUNNING, "unknown": api_pb2.STATUS_UNKNOWN}
+    if status not in statuses:
+        raise ValueError(f"status should be one of {sorted(statuses)}, got {status!r}")
+    end = plugin_data_pb2.SessionEndInfo(
+        status=statuses[status], end_time_secs=time.time() if wall_time is None else wall_time)
+    return _summary(metadata.SESSION_END_INFO_TAG, session_end_info=end)

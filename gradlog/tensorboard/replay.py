@@ -16,12 +16,12 @@ import io
 import os
 import posixpath
 
-from tensorboard.compat.proto.event_pb2 import Event
+from tensorboard.compat.proto.event_pb2 import Event, SessionLog
 
 from .. import storage
-from .reader import read_records
+from .reader import DamagedRecord, read_records
 
-__all__ = ["events_to_replay"]
+__all__ = ["events_to_replay", "shown_steps"]
 
 
 def events_to_replay(log_dir: str, positions: dict[str, int], step: int) -> dict[str, list[bytes]]:
@@ -65,3 +65,31 @@ def _summaries_from(path: str, source, end: int, step: int) -> list[bytes]:
         if event.step >= step and event.WhichOneof("what") == "summary":
             keep.append(payload)
     return keep
+
+
+def shown_steps(log_dir: str, tags) -> dict[str, list[int]]:
+    """``{tag: [step]}``: the steps at which TensorBoard shows each of ``tags`` (summary
+    tags) in the run ``log_dir`` itself, reading its event files as its loaders do: in name
+    order, each ``SessionLog.START`` at step T hiding the steps ``>= T`` read before it (a
+    resumed session's purge), a torn last record skipped and nothing of a file read after a
+    damaged record. Whether a resumed run finds what its earlier sessions left (e.g. the end
+    of its hparams trial)."""
+    shown: dict[str, list[int]] = {tag: [] for tag in tags}
+    files = sorted(name for name in storage.names(log_dir) if "tfevents" in name)
+    for name in files:
+        path, source = _open(storage.join(log_dir, name))
+        with source:
+            try:
+                for payload in read_records(path, None, source):
+                    event = Event.FromString(payload)
+                    if event.WhichOneof("what") == "session_log" and \
+                            event.session_log.status == SessionLog.START:
+                        for steps in shown.values():
+                            steps[:] = [s for s in steps if s < event.step]
+                    elif event.WhichOneof("what") == "summary":
+                        for value in event.summary.value:
+                            if value.tag in shown:
+                                shown[value.tag].append(event.step)
+            except DamagedRecord:
+                continue  # TensorBoard's Python loader reads nothing of the file after it
+    return shown

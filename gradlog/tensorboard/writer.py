@@ -99,9 +99,9 @@ class SummaryWriter:
     #: (:meth:`add_histograms`), histograms from counts computed elsewhere
     #: (:meth:`add_histogram_counts`), numbers computed on the writer's thread
     #: (:meth:`add_scalars_from`), and the count of waits for its full queue
-    #: (:attr:`queue_waits`).
+    #: (:attr:`queue_waits`), and a prebuilt ``Summary`` into this run (:meth:`add_summary`).
     capabilities = frozenset({"add_histograms", "add_histogram_counts", "add_scalars_from",
-                              "queue_waits"})
+                              "queue_waits", "add_summary"})
 
     def __init__(self, log_dir=None, comment: str = "", purge_step: int | None = None,
                  max_queue: int = 10, flush_secs: float = 120, filename_suffix: str = "", *,
@@ -512,6 +512,15 @@ class SummaryWriter:
                            trial)
         finally:
             trial.close()
+
+    def add_summary(self, summary: Summary, global_step=None, walltime=None) -> None:
+        """Write a prebuilt ``Summary`` into this run (as PyTorch's ``FileWriter.add_summary``
+        does): e.g. the hparams session summaries of :mod:`.hparams`, for a trial that is this
+        run itself rather than ``add_hparams``' sub-run."""
+        if not isinstance(summary, Summary):
+            raise TypeError(f"summary should be a tensorboard Summary, got "
+                            f"{type(summary).__name__}")
+        self._emit(summary, global_step, walltime)
 
     def add_embedding(self, mat, metadata=None, label_img=None, global_step=None,
                       tag: str = "default", metadata_header=None) -> None:

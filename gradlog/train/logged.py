@@ -1,18 +1,19 @@
 """What ``gradlog train`` logs besides the per-step metrics: the configuration and the model as
-text when a run starts, and one hparams trial when it ends."""
+text when a run starts, and the run as one hparams trial (its session starts with the run, its
+end status comes at the end)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from .. import storage
 from ..plugin.model_text import MODEL_TEXT_TAG, model_text
-from ..plugin.writers import open_writer
-from . import runs
 from .config import RunConfig
 
-__all__ = ["log_start_texts", "log_hparams", "flat_config"]
+__all__ = ["log_start_texts", "log_session_start", "log_session_end", "session_left_open",
+           "flat_config", "METRIC_TAGS"]
+
+#: The run's own scalars the HParams table shows (each one's last value): no copies.
+METRIC_TAGS = ("val/acc", "val/loss", "train/acc", "train/loss")
 
 
 def flat_config(config: RunConfig) -> dict[str, Any]:
@@ -46,22 +47,36 @@ def hparam_values(config: RunConfig) -> dict[str, Any]:
             if isinstance(v, (int, float, str, bool))}
 
 
-def log_hparams(run_dir: str, config: RunConfig, metrics: dict) -> None:
-    """One trial in ``run_dir/hparams``, at step 0: a run resumed after it was logged logs it
-    again and hides the earlier copy (purge at step 0), so there is always one trial."""
-    hparams = hparam_values(config)
-    trial = storage.join(run_dir, "hparams")
-    with open_writer(trial, purge_step=0 if runs.has_events(trial) else None) as writer:
-        writer.add_hparams(hparams, {f"hparam/{k.replace('/', '_')}": v
-                                     for k, v in metrics.items()}, run_name=".")
-    if not storage.is_url(trial):  # (at a URL, closing uploaded them)
-        _fsync_event_files(storage.local_path(trial))  # on disk before the next checkpoint
+def log_session_start(writer: Any, config: RunConfig) -> None:
+    """The run as an hparams trial, at step 0 of the run itself (no sub-run): the experiment
+    (hparams, :data:`METRIC_TAGS`) and the session start, written when a run starts (a
+    resumed run keeps the ones its first session wrote)."""
+    from ..tensorboard.hparams import session_start_summaries
+
+    for summary in session_start_summaries(hparam_values(config), METRIC_TAGS):
+        writer.add_summary(summary, 0)
 
 
-def _fsync_event_files(directory: str) -> None:
-    """The trial's files are closed by now (``add_hparams`` closes its own): fsync them by
-    name, and the directory that holds their names."""
-    for name in os.listdir(directory):
-        if "tfevents" in name:
-            storage.fsync_file(os.path.join(directory, name))
-    storage.fsync_directory(directory)
+def log_session_end(writer: Any, step: int, status: str = "success") -> None:
+    """The trial's end status, at the run's last step (never lower than what it logged),
+    written once everything the run logged before it is flushed: an end status on disk means
+    nothing the run logged is missing (a resume takes it for a finished run)."""
+    from ..tensorboard.hparams import session_end_summary
+
+    writer.flush()
+    writer.add_summary(session_end_summary(status), step)
+
+
+def session_left_open(run_dir: str) -> bool:
+    """Whether TensorBoard shows the run's trial started but not ended: the process was
+    stopped after the last checkpoint of a run whose training had finished, before its end
+    status reached the disk. (A run whose trial is elsewhere, as in an ``hparams`` sub-run of
+    older versions, has no session start of its own: nothing is left open.)"""
+    from tensorboard.plugins.hparams import metadata
+
+    from ..tensorboard.replay import shown_steps
+
+    shown = shown_steps(run_dir, (metadata.SESSION_START_INFO_TAG,
+                                  metadata.SESSION_END_INFO_TAG))
+    return bool(shown[metadata.SESSION_START_INFO_TAG]) and \
+        not shown[metadata.SESSION_END_INFO_TAG]

@@ -33,7 +33,6 @@ from .built import Built
 from .config import RunConfig
 from .console import Console
 from .errors import Interrupted
-from .logged import log_hparams
 from .parallel import summed
 from .signals import SignalOwner
 
@@ -58,12 +57,12 @@ def accuracy(engine: Any, output: Any, target: Any) -> float | None:
 
 class Loop:
     """The epochs from ``run.epoch`` to the configured total. ``checkpoint()`` is called at
-    each epoch's end, after its validation, epoch-end events and (last epoch) hparams."""
+    each epoch's end, after its validation and epoch-end events."""
 
-    def __init__(self, run: Any, built: Built, config: RunConfig, run_dir: str,
+    def __init__(self, run: Any, built: Built, config: RunConfig,
                  console: Console, signals: SignalOwner, checkpoint: Callable[[], None],
                  extended_from: int | None = None, model: Any = None) -> None:
-        self.run, self.built, self.config, self.run_dir = run, built, config, run_dir
+        self.run, self.built, self.config = run, built, config
         self.model = model if model is not None else built.model  # or its DDP wrapper
         self.console, self.signals, self.checkpoint = console, signals, checkpoint
         self.scheduler = built.scheduler
@@ -80,8 +79,6 @@ class Loop:
             self._deferring_stop(run.epoch_end)
             if self.scheduler is not None and self.interval == "epoch":
                 self._step_scheduler()
-            if run.epoch == epochs and run.rank == 0:
-                log_hparams(self.run_dir, self.config, metrics)
             self.checkpoint()
             self.console.say(f"epoch {run.epoch}/{epochs}: "
                              + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))

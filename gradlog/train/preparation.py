@@ -21,6 +21,7 @@ from .config import RunConfig, TrainOptions, make_plugins, read_given, reconcile
 from .console import Console
 from .errors import AlreadyFinished, UserError
 from .example import build, canonical, example_digest, load_example
+from .logged import session_left_open
 
 __all__ = ["Prepared", "prepare", "refuse_taken"]
 
@@ -110,8 +111,18 @@ def _resumed(options: TrainOptions, given: Any,
                      "resuming with the file as it is now")
     same = given.example is None or canonical(given.example) == recorded.example
     config = reconcile(recorded, given, getattr(module, "Options", None), run_dir, same)
-    if point.state is not None and point.epoch >= config.epochs:
+    if point.state is not None and point.epoch >= config.epochs and not _left_open(run_dir):
         raise AlreadyFinished(
             f"{run_dir}: already finished at epoch {point.epoch}; nothing to do "
             f"(give --epochs N with N > {point.epoch} to train it further)")
     return config, make_plugins(config, given), point, module
+
+
+def _left_open(run_dir: str) -> bool:
+    """A run whose training finished but whose hparams trial was not ended (stopped after its
+    last checkpoint): resumed, it trains nothing and ends the trial, as the uninterrupted run
+    did after that checkpoint."""
+    try:
+        return session_left_open(run_dir)
+    except (OSError, ImportError) as exc:  # a URL: no backend, no bucket, no network
+        raise UserError(f"cannot resume {run_dir}: {exc}") from None

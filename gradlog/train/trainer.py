@@ -21,7 +21,7 @@ from ..plugin.writers import open_writer
 from . import checkpoints, parallel, runs
 from .console import Console
 from .errors import Interrupted, RunFailed, UserError
-from .logged import flat_config, log_start_texts
+from .logged import flat_config, log_session_end, log_session_start, log_start_texts
 from .loop import Loop, SchedulerError
 from .preparation import Prepared, refuse_taken
 from .run_lock import LOCK_NAME, RunLock
@@ -89,7 +89,7 @@ class Trainer:
                                seed=self.config.settings["seed"], hooks=False,
                                engine=self.engine, report=self.console.warn,
                                say=self.console.say,
-                               rank_writer=self._rank_writer)
+                               rank_writer=self._rank_writer, owns_writer=False)
             except BaseException:
                 if writer is not None:
                     writer.close()
@@ -169,11 +169,10 @@ class Trainer:
             raise self._interrupted(exc) from None
         except StopTraining:
             self._try_checkpoint()
-            self.run.finish()
+            self._end()
             self.console.say("training stopped by a plugin")
         except PluginConfigError as exc:  # found in a plugin's setup: nothing to keep
             self._finish_quietly(exc)
-            self._close_writer()
             self._remove_new_files()
             raise
         except SchedulerError as exc:  # an extended run's scheduler: its plan has ended
@@ -186,7 +185,6 @@ class Trainer:
         except OSError as exc:  # a write error: the last checkpoint whose events are on disk
             kept = self._try_checkpoint() or f"checkpoint saved at step {self.run.step}"
             self._finish_quietly(exc)
-            self._close_writer()
             reason = str(exc.strerror or exc)
             if storage.is_url(self.run_dir) and storage.spool_dir(self.run_dir) not in reason \
                     and storage.spool_holds_files(self.run_dir):  # an error before any upload
@@ -214,13 +212,32 @@ class Trainer:
             self.run.start()
             if self.point is None or self.point.state is None:
                 log_start_texts(self.run, self.config, self.built.model)
+                if self.run.writer is not None:  # rank 0
+                    log_session_start(self.run.writer, self.config)
             extended = self.point is not None and self.point.config.epochs < self.config.epochs
-            Loop(self.run, self.built, self.config, self.run_dir, self.console, self.signals,
+            Loop(self.run, self.built, self.config, self.console, self.signals,
                  self._save, self.point.config.epochs if extended else None,
                  model=self.model).run_epochs()
-        self.run.finish()
+        self._end()
         self.console.result(f"{'' if self.console.quiet else chr(10)}view the run:  "
                             f"tensorboard --logdir {self.run_dir}")
+
+    def _end(self) -> None:
+        """The run ends (the plugins' ``on_train_end``), then its hparams trial, last of all
+        and after the last checkpoint: a run extended later hides this end, then writes its
+        own (before the checkpoint, its replay would bring it back into the extension). A
+        process stopped between that checkpoint and this end leaves the trial open: resumed,
+        it trains nothing and ends here (:mod:`.preparation`). Errors are raised, the event
+        files closed."""
+        try:
+            self.run.finish()
+            if self.run.writer is not None:
+                log_session_end(self.run.writer, self.run.step)
+        except BaseException:
+            self._close_writer()
+            raise
+        if self.run.writer is not None:
+            self.run.writer.close()
 
     def _print_start(self) -> None:
         order = ", ".join(f"{p.name} ({p.kind}, {p.order})" for p in self.run.plugins)
@@ -229,6 +246,9 @@ class Trainer:
         if self.point is not None and self.point.state is not None:
             lines.append(f"resuming from {os.path.basename(self.point.path)} (step "
                          f"{self.point.step}, epoch {self.point.epoch} of {self.config.epochs})")
+            if self.point.epoch >= self.config.epochs:
+                lines.append("its training had finished; the run was stopped before it "
+                             "ended its hparams trial, which it ends now")
         elif self.point is not None:
             lines.append(f"no checkpoint in {self.run_dir} yet: the run starts over, with the "
                          f"configuration in its {runs.RUN_TOML}")
@@ -251,7 +271,6 @@ class Trainer:
         kept, and the event files closed."""
         kept = self._try_checkpoint() if exc.graceful else self._last_checkpoint()
         self._finish_quietly(KeyboardInterrupt())
-        self._close_writer()
         if exc.graceful and self.job is not None:
             # every rank stopped at this batch: wait for rank 0's checkpoint and event files,
             # since a rank that leaves with a non-zero status ends the job's other processes
@@ -285,10 +304,12 @@ class Trainer:
         return None
 
     def _finish_quietly(self, error: BaseException) -> None:
+        """The plugins' ``on_exception``, hooks removed, event files closed."""
         try:
             self.run.finish(error=error)
         except Exception:  # noqa: BLE001
             pass
+        self._close_writer()
 
     def _close_writer(self) -> None:
         """Close every event file, dropping what cannot be written (already reported): no

@@ -69,7 +69,7 @@ def test_inspect_finds_runs_in_subdirectories(runner, tmp_path):
 def test_inspect_logdir_itself_as_a_run(runner, trained_run):
     names = [r.name for r in inspect_logdir(str(trained_run))]
     assert names[0] == "."
-    assert len(names) == 2  # the run and its hparams trial (a subdirectory, as in PyTorch)
+    assert names == ["."]  # its hparams trial is the run itself, no sub-run
 
 
 def _assert_one_line_error(result, text):

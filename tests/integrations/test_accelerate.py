@@ -125,3 +125,11 @@ def test_the_tracker_writes_config_scalars_text_and_closes(tmp_path):
                if plugin_data_pb2.HParamsPluginData.FromString(v).HasField("session_start_info")]
     assert {k: (v.number_value or v.string_value or v.bool_value)
             for k, v in session[0].hparams.items()} == {"lr": 0.1, "name": "a", "flag": True}
+    # one writer in the run directory: the trial is the run itself, ended at its last step
+    assert len(list((tmp_path / "t").glob("*tfevents*"))) == 1
+    from tensorboard.backend.event_processing import plugin_event_accumulator as pea
+    served = pea.EventAccumulator(str(tmp_path / "t"), size_guidance={"tensors": 0}).Reload()
+    assert [e.step for e in served.Tensors("_hparams_/session_end_info")] == [4]
+    end = plugin_data_pb2.HParamsPluginData.FromString(
+        served.PluginTagToContent("hparams")["_hparams_/session_end_info"]).session_end_info
+    assert end.status == 1  # STATUS_SUCCESS

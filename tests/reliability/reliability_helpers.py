@@ -371,7 +371,7 @@ TIMING = ("train/steps_per_sec", "/ms_per_step", "/queue_waits", "_hparams_/")
 
 def every_tag(run_dir) -> dict[tuple[str, str], list[tuple[int, object]]]:
     """``{(run, tag): [(step, value), ...]}`` of every tag of ``run_dir`` and of each run below
-    it (add_scalars runs, the hparams trial), as TensorBoard's server reads them with its Python
+    it (add_scalars runs), as TensorBoard's server reads them with its Python
     loader (purges applied, duplicates kept), each value as comparable data (a scalar's float,
     an image's PNG bytes, a histogram's buckets, a text), None for timings. (``accumulated``
     checks the classic ``EventAccumulator`` against it for the scalars.)"""

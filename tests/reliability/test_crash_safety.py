@@ -178,7 +178,10 @@ def test_reference_run_logs_every_kind_of_tag_of_every_plugin(outcomes):
                    "histogram/weight/", "histogram/activation/", "histogram/update_ratio/"):
         assert any(t.startswith(prefix) for t in tags), prefix
     runs_below = {run for run, _ in reference.tags}
-    assert {".", "hparams", "pair_up", "pair_down", "val_pair_loss"} <= runs_below
+    assert {".", "pair_up", "pair_down", "val_pair_loss"} <= runs_below
+    assert "hparams" not in runs_below  # the hparams trial is the run itself
+    assert [s for s, _ in reference.tags[(".", "_hparams_/session_start_info")]] == [0]
+    assert [s for s, _ in reference.tags[(".", "_hparams_/session_end_info")]] == [8]
     for tag in ("config/text_summary", "model/text_summary"):
         assert reference.tags[(".", tag)][0][0] == 0
     images = [t for r, t in reference.tags if r == "." and t.startswith("gradcam/conv")]
@@ -386,8 +389,8 @@ def test_extending_a_finished_run_keeps_its_epochs_and_adds_one(outcomes, extens
     assert [s for s, _ in extended.scalars["train/loss"]] == list(range(12))
     assert [s for s, _ in extended.scalars["val/loss"]] == [4, 8, 12]
     for key, points in first.tags.items():
-        if key[0] == "hparams":  # the one trial is logged again, with the final metrics
-            assert [s for s, _ in extended.tags[key]] == [s for s, _ in points]
+        if key == (".", "_hparams_/session_end_info"):  # written after the last checkpoint:
+            assert [s for s, _ in extended.tags[key]] == [12]  # hidden, then written anew
             continue
         assert [p for p in extended.tags[key] if p[0] < 8] == \
             [p for p in points if p[0] < 8], key
@@ -404,5 +407,7 @@ def test_an_extension_stopped_anywhere_resumes_to_the_uninterrupted_extension(ex
     assert os.path.basename(newest) == f"checkpoint-{point.newest:08d}.npz"
     reference = _extended_reference(extensions)
     _check_resume(outcome, reference)
-    if name == "extend_sigkill_after_the_last_checkpoint":
-        assert "already finished at epoch 3" in outcome.resumed.stdout
+    if name == "extend_sigkill_after_the_last_checkpoint":  # not "already finished": its
+        # trial was left open; resumed (quiet), it trains nothing and ends it (checked above)
+        assert outcome.resumed.stdout == \
+            f"view the run:  tensorboard --logdir {outcome.run_dir}\n"

@@ -84,6 +84,27 @@ def test_segments_are_whole_whenever_a_reader_looks(bucket, s3_server, tmp_path)
     assert [s for s, _ in legacy_scalars(str(tmp_path / "final"), "loss")] == list(range(500))
 
 
+def test_a_resume_sees_whether_the_trial_of_a_run_on_s3_ended(bucket, s3_env, spool_home):
+    """What a resume reads of a run at a URL: its segments in order, a later session's purge
+    hiding the end status an earlier one wrote after the checkpoint it resumes from."""
+    from gradlog.tensorboard import SummaryWriter
+    from gradlog.tensorboard.hparams import session_end_summary, session_start_summaries
+    from gradlog.train.logged import session_left_open
+    url = f"s3://{bucket}/exp/run"
+    writer = SummaryWriter(url, max_queue=2)  # a few segments
+    for summary in session_start_summaries({"lr": 0.1}, ["loss"]):
+        writer.add_summary(summary, 0)
+    for step in range(8):
+        writer.add_scalar("loss", float(step), step)
+    writer.flush()
+    assert session_left_open(url) is True  # started, not ended
+    writer.add_summary(session_end_summary(), 8)
+    writer.close()
+    assert session_left_open(url) is False
+    SummaryWriter(url, purge_step=8).close()  # a session resumed from the checkpoint at 8
+    assert session_left_open(url) is True
+
+
 @pytest.fixture(scope="module")
 def trained(tiny, s3_server, tmp_path_factory):
     """``gradlog train --logdir s3://...`` (3 epochs), its objects downloaded."""
@@ -109,7 +130,10 @@ def test_gradlog_train_logs_to_s3_and_both_loaders_read_every_segment(trained, r
         assert _whole(local / name) and events_of(str(local / name))[0].file_version
     assert scalar_series(str(local), "train/loss") == reference  # each step once, same values
     assert legacy_scalars(str(local), "train/loss") == reference
-    assert [s for s, _ in scalar_series(str(local / "hparams"), "hparam/val_loss")] == [0]
+    assert not (local / "hparams").exists()  # the hparams trial is the run itself
+    starts = [e.step for name in segments for e in events_of(str(local / name))
+              for v in e.summary.value if v.tag == "_hparams_/session_start_info"]
+    assert starts == [0]
 
 
 def test_gradlog_inspect_reads_the_bucket(trained):

@@ -19,7 +19,9 @@ from tensorboard.backend.event_processing import plugin_event_accumulator as pea
 
 from gradlog.storage import atomic, streams
 from gradlog.tensorboard import SummaryWriter, lifecycle
+from gradlog.tensorboard.hparams import session_end_summary
 from gradlog.tensorboard.reader import DamagedRecord, check_file, read_records
+from gradlog.tensorboard.replay import shown_steps
 
 STEPS, CHECKPOINT = 6, 4
 
@@ -65,8 +67,9 @@ def resumed(tmp_path):
 def _python_loaders(run_dir) -> dict[str, list[tuple[int, object]]]:
     """``{tag: [(step, value)]}`` as TensorBoard's server reads ``run_dir`` with its Python
     loader (``plugin_event_accumulator``): scalars as floats, images as PNG bytes, histograms
-    as their minimum, text as bytes. The classic ``EventAccumulator`` must agree on scalars,
-    images and histograms (it never purges tensors, so text is the server's only)."""
+    as their minimum, text as bytes, an hparams session summary as None. The classic
+    ``EventAccumulator`` must agree on scalars, images and histograms (it never purges
+    tensors, so text and hparams are the server's only)."""
     server = pea.EventAccumulator(run_dir, size_guidance={pea.TENSORS: 0})
     server.Reload()
     served = {t: [e.step for e in server.Tensors(t)] for t in server.Tags()["tensors"]}
@@ -81,7 +84,11 @@ def _python_loaders(run_dir) -> dict[str, list[tuple[int, object]]]:
               for t in tags["histograms"]}
     assert {t: served[t] for t in found} == {t: [s for s, _ in p] for t, p in found.items()}
     for tag in set(served) - set(found):
-        found[tag] = [(e.step, e.tensor_proto.string_val[0]) for e in server.Tensors(tag)]
+        if server.SummaryMetadata(tag).plugin_data.plugin_name == "hparams":
+            # (the trial's data is in each event's summary metadata; its tensor is empty)
+            found[tag] = [(e.step, None) for e in server.Tensors(tag)]
+        else:
+            found[tag] = [(e.step, e.tensor_proto.string_val[0]) for e in server.Tensors(tag)]
     return found
 
 
@@ -104,6 +111,36 @@ def test_resume_keeps_what_preceded_the_checkpoint_and_hides_the_rest(resumed):
         assert points == [(s, sign * (s + (100.0 if s >= CHECKPOINT else 0.0)))
                           for s in range(STEPS)]
     assert _python_loaders(os.path.join(log_dir, "val_a"))["val"] == [(4, 1.0)]
+
+
+def test_shown_steps_apply_each_later_sessions_purge_as_the_python_loader(tmp_path):
+    log_dir, end = str(tmp_path / "run"), "_hparams_/session_end_info"
+
+    def session(purge_step, steps, end_at=None):
+        writer = SummaryWriter(log_dir, purge_step=purge_step)
+        for step in steps:
+            writer.add_scalar("loss", float(step), step)
+        if end_at is not None:
+            writer.add_summary(session_end_summary(), end_at)
+        writer.close()
+
+    def both():
+        mine = shown_steps(log_dir, ("loss", end))
+        server = pea.EventAccumulator(log_dir, size_guidance={pea.TENSORS: 0})
+        server.Reload()
+        served = {t: [e.step for e in server.Tensors(t)] if t in server.Tags()["tensors"]
+                  else [] for t in ("loss", end)}
+        assert mine == served
+        return mine
+
+    session(None, range(9), end_at=8)
+    assert both() == {"loss": list(range(9)), end: [8]}
+    session(8, range(8, 10))  # an extension from the checkpoint at 8, stopped before its end
+    assert both() == {"loss": list(range(10)), end: []}
+    session(10, [], end_at=10)  # resumed at its last checkpoint: the trial ends
+    assert both() == {"loss": list(range(10)), end: [10]}
+    session(4, range(4, 6))  # resumed from an earlier checkpoint: everything >= 4 again
+    assert both() == {"loss": list(range(6)), end: []}
 
 
 @pytest.mark.server
@@ -265,6 +302,9 @@ def test_a_resumed_training_run_reads_as_the_uninterrupted_one_in_the_python_loa
     run_dir, before = resumed_training
     after = _python_loaders(run_dir)
     assert after.keys() == before.keys()
+    last = before["val/loss"][-1][0]  # the trial: its start at 0, one end at the last step
+    assert after["_hparams_/session_start_info"] == [(0, None)]
+    assert after["_hparams_/session_end_info"] == [(last, None)]
     for tag, points in before.items():
         if any(t in tag for t in ("steps_per_sec", "ms_per_step", "queue_waits")):  # timings
             assert [s for s, _ in after[tag]] == [s for s, _ in points], tag

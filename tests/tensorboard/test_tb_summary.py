@@ -11,7 +11,11 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
 import gradlog as gl
 from gradlog.tensorboard import convert, summary
-from gradlog.tensorboard.hparams import hparams_summaries
+from gradlog.tensorboard.hparams import (
+    hparams_summaries,
+    session_end_summary,
+    session_start_summaries,
+)
 
 
 class FakeTensor:
@@ -177,3 +181,17 @@ def test_hparams_reject_bad_input():
         hparams_summaries({"opt": "adam"}, {}, {"opt": [1, 2]})
     with pytest.raises(TypeError, match="not in hparam_dict"):
         hparams_summaries({"opt": "adam"}, {}, {"lr": [0.1]})
+
+
+def test_a_session_starts_and_ends_apart_with_the_end_status_given():
+    exp, start = session_start_summaries({"lr": 0.1}, ["val/acc", "train/loss"],
+                                         wall_time=100.0)
+    assert [m.name.tag for m in parse(exp)[1].experiment.metric_infos] == [
+        "val/acc", "train/loss"]
+    assert parse(start)[1].session_start_info.start_time_secs == 100.0
+    tag, data = parse(session_end_summary("failure", wall_time=160.0))
+    assert tag == metadata.SESSION_END_INFO_TAG
+    assert data.session_end_info.status == api_pb2.STATUS_FAILURE
+    assert data.session_end_info.end_time_secs == 160.0
+    with pytest.raises(ValueError, match="status should be one of .*got 'done'"):
+        session_end_summary("done")

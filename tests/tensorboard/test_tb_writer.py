@@ -258,6 +258,23 @@ def test_hparams_write_a_trial_run_with_metrics(log_dir):
     assert scalar_points(os.path.join(log_dir, "trial0"), "hparam/acc") == [(2, 0.75)]
 
 
+def test_add_summary_writes_a_prebuilt_summary_into_the_run_itself(log_dir):
+    from gradlog.tensorboard.hparams import session_start_summaries
+
+    with SummaryWriter(log_dir) as writer:
+        writer.add_scalar("loss", 0.5, 3)
+        for summary in session_start_summaries({"lr": 0.1}, ["loss"]):
+            writer.add_summary(summary, 0)
+        with pytest.raises(TypeError, match="tensorboard Summary, got dict"):
+            writer.add_summary({"lr": 0.1}, 0)
+    assert [d for d in os.listdir(log_dir) if os.path.isdir(os.path.join(log_dir, d))] == []
+    accumulator = accumulate(log_dir, python_loader_view=True)
+    assert set(accumulator.PluginTagToContent("hparams")) == {
+        hp_metadata.EXPERIMENT_TAG, hp_metadata.SESSION_START_INFO_TAG}
+    assert [e.step for e in accumulator.Tensors(hp_metadata.SESSION_START_INFO_TAG)] == [0]
+    assert scalar_points(log_dir, "loss") == [(3, 0.5)]
+
+
 def test_embeddings_write_projector_files(log_dir):
     points = np.arange(12.0).reshape(4, 3)
     with SummaryWriter(log_dir) as writer:

@@ -17,7 +17,8 @@ def test_plugins(tmp_path_factory) -> Path:
         tmp_path_factory.mktemp("testplugins"), "gradlog-test-plugins",
         {"gradlog_test_plugins": KILLER},
         {"killer": "gradlog_test_plugins:Killer", "explodes": "gradlog_test_plugins:Explodes",
-         "stopper": "gradlog_test_plugins:Stopper"})
+         "stopper": "gradlog_test_plugins:Stopper",
+         "farewell": "gradlog_test_plugins:Farewell"})
 
 
 @pytest.fixture

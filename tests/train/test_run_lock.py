@@ -79,7 +79,7 @@ def test_two_commands_on_one_new_logdir_train_once(tmp_path):
             "or choose another --logdir\n"
     assert err in (*held, taken)
     assert len(list(run_dir.glob("*tfevents*"))) == 1
-    written = list(run_dir.rglob("*tfevents*"))  # the run's and its hparams trial's
+    written = list(run_dir.rglob("*tfevents*"))
     assert written and all(f".{winner.pid}." in p.name for p in written), written
     steps = [s for s, _ in scalars(str(run_dir), "train/loss")]
     assert steps == [0, 1, 2, 3]  # 256 examples, batch 64: each step once

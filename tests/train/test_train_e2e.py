@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 import pytest
-from train_helpers import TINY, gradlog_train, scalars
+from train_helpers import TINY, gradlog_train, hparams_sessions, scalars
 
 pytestmark = pytest.mark.slow
 
@@ -80,10 +80,58 @@ def test_resume_after_a_finished_epoch_continues_identically(tmp_path, tiny_conf
                            killed_marker=tmp_path / "killed")
     assert killed.returncode == -9
     assert (part / "checkpoint-00000004.npz").exists()
+    # the killed run is in the HParams table already: its session started, no end yet
+    assert hparams_sessions(str(part)) == {"_hparams_/experiment": [0],
+                                           "_hparams_/session_start_info": [0]}
     resumed = gradlog_train([*BASE, "--config", tiny_config, "--resume", str(part)],
                             test_plugins)
     assert resumed.returncode == 0, resumed.stderr
     assert _losses(part) == _losses(full)
+    # one trial: the first session's start kept, not written again; the end once
+    assert hparams_sessions(str(part)) == hparams_sessions(str(full)) == {
+        "_hparams_/experiment": [0], "_hparams_/session_start_info": [0],
+        "_hparams_/session_end_info": [8]}
+
+
+def test_the_trials_end_status_is_the_last_record_of_the_run(tmp_path, tiny_config,
+                                                             test_plugins):
+    """After the plugins' on_train_end too: a run whose end status is on disk lost nothing
+    (a resume takes it for finished)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    run_dir = tmp_path / "run"
+    done = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(run_dir), "-p",
+                          "farewell"], test_plugins)
+    assert done.returncode == 0, done.stderr
+    (path,) = run_dir.glob("*tfevents*")
+    tags = [(value.tag, event.step) for event in EventFileLoader(str(path)).Load()
+            for value in event.summary.value]
+    assert tags[-2:] == [("farewell", 8), ("_hparams_/session_end_info", 8)]
+
+
+@pytest.mark.parametrize("sig, code", [("INT", 130), ("TERM", 143)])
+def test_a_run_stopped_after_its_last_checkpoint_is_resumed_to_its_trials_end(
+        tmp_path, tiny_config, test_plugins, uninterrupted, sig, code):
+    full, part = uninterrupted[0], tmp_path / "part"
+    # at the last epoch's end: the last checkpoint is saved, then the run stops before its
+    # hparams trial ends
+    killed = gradlog_train([*BASE, "--config", tiny_config, "--logdir", str(part), "-p",
+                            f"killer:at_step=8,signal={sig},event=on_epoch_end"], test_plugins,
+                           killed_marker=tmp_path / "killed")
+    assert killed.returncode == code, killed.stderr
+    assert (part / "checkpoint-00000008.npz").exists()
+    assert "_hparams_/session_end_info" not in hparams_sessions(str(part))
+    resumed = gradlog_train(["--resume", str(part)], test_plugins)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "its training had finished" in resumed.stdout
+    assert "epoch 2/2" not in resumed.stdout  # nothing trained again
+    assert _losses(part) == _losses(full)
+    assert hparams_sessions(str(part)) == hparams_sessions(str(full)) == {
+        "_hparams_/experiment": [0], "_hparams_/session_start_info": [0],
+        "_hparams_/session_end_info": [8]}
+    before = _snapshot(part)
+    again = gradlog_train(["--resume", str(part)], test_plugins)
+    assert again.returncode == 0 and "already finished at epoch 2" in again.stdout
+    assert _snapshot(part) == before
 
 
 @pytest.mark.parametrize("sig, code", [("INT", 130), ("TERM", 143)])
@@ -211,9 +259,10 @@ def test_a_larger_epochs_extends_a_finished_run(tmp_path, finished_run):
     assert {s: losses[s] for s in range(8)} == first  # the first two epochs untouched
     assert [s for s, _ in scalars(str(run_dir), "val/loss")] == [4, 8, 12]
     assert "epochs = 3" in (run_dir / "run.toml").read_text()
-    hparams = scalars(str(run_dir / "hparams"), "hparam/val_loss")
-    assert [s for s, _ in hparams] == [0] and hparams[0][1] == scalars(str(run_dir),
-                                                                         "val/loss")[-1][1]
+    assert not (run_dir / "hparams").exists()  # the trial is the run itself
+    assert hparams_sessions(str(run_dir)) == {"_hparams_/experiment": [0],
+                                              "_hparams_/session_start_info": [0],
+                                              "_hparams_/session_end_info": [12]}
     again = gradlog_train(["--resume", str(run_dir)])
     assert again.returncode == 0 and "already finished at epoch 3" in again.stdout
 

@@ -103,6 +103,15 @@ class Stopper(AtEvent):
         raise StopTraining
 
 
+class Farewell(Plugin):
+    """Logs ``farewell`` (1.0) at the run's last step when it ends (tests only)."""
+
+    name = "farewell"
+
+    def on_train_end(self, run):
+        run.log_scalar("farewell", 1.0, run.step)
+
+
 class Explodes(Plugin):
     """A mutator that raises at a chosen step (tests only)."""
 
@@ -139,3 +148,15 @@ def scalars(run_dir: str, tag: str) -> list[tuple[int, float]]:
     if tag not in acc.Tags()["scalars"]:
         return []
     return [(e.step, e.value) for e in acc.Scalars(tag)]
+
+
+def hparams_sessions(run_dir: str) -> dict[str, list[int]]:
+    """``{hparams tag: [steps]}`` of the run's own hparams summaries as TensorBoard's loader
+    sees them (purge applied)."""
+    from tensorboard.backend.event_processing.plugin_event_accumulator import (
+        EventAccumulator,
+    )
+    acc = EventAccumulator(run_dir, size_guidance={"tensors": 0})
+    acc.Reload()
+    return {tag: [e.step for e in acc.Tensors(tag)]
+            for tag in acc.PluginTagToContent("hparams")}
