@@ -47,9 +47,9 @@ class GradlogTracker(GeneralTracker):
 
     @on_main_process
     def start(self) -> None:
-        from ..tensorboard import SummaryWriter
+        from ..plugin.writers import open_writer
         if self.writer is None:
-            self.writer = SummaryWriter(self.logdir)
+            self.writer = open_writer(self.logdir)
             self.logdir = self.writer.get_logdir()
 
     @property
