@@ -13,7 +13,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from ..tensorboard.graph_tracer import set_graph_tracer
+from ..utils.graph_tracer import set_graph_tracer
 from .base import Collectives, Engine, Handles, map_tensors, read_only
 
 __all__ = ["Engine", "Handles", "Collectives", "engine_for", "engine_classes", "engine_named",

@@ -13,7 +13,7 @@ files at exit, on signals and while idle. The pure builders turn values into pro
 the ``GraphDef`` builders :mod:`.graph` and :mod:`.onnx_graph`; :mod:`.writer` puts them
 together. This package depends on :mod:`gradlog.storage` and otherwise only on numpy,
 tensorboard, protobuf, google-crc32c and (lazily) Pillow, never on torch: ``add_graph`` gets
-its tracer from the model's engine (:mod:`gradlog.tensorboard.graph_tracer`).
+its tracer from the model's engine (:mod:`gradlog.utils.graph_tracer`).
 """
 
 from .file_writer import FileWriter

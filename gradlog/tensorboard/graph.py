@@ -10,7 +10,7 @@ dashboard shows the layers by name, collapsible. Inputs are ``input/input.N``, o
 them: every input, parameter and module output and the tensors an op saved for backward.
 
 Which tracer a model gets is its engine's choice, not this module's: ``graph`` calls the
-tracer installed in :mod:`gradlog.tensorboard.graph_tracer` (``gradlog.engines`` installs one that
+tracer installed in :mod:`gradlog.utils.graph_tracer` (``gradlog.engines`` installs one that
 asks the model's engine: gradlog's walks its autograd graph with ``autograd_graph_def`` below,
 PyTorch's runs PyTorch's own tracer). Without one installed, ``autograd_graph_def`` traces.
 """
@@ -25,8 +25,8 @@ from tensorboard.compat.proto.node_def_pb2 import NodeDef
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.compat.proto.versions_pb2 import VersionDef
 
+from ..utils.graph_tracer import graph_tracer
 from .convert import to_numpy
-from .graph_tracer import graph_tracer
 
 __all__ = ["graph", "autograd_graph_def", "run_metadata"]
 

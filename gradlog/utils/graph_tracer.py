@@ -2,8 +2,8 @@
 
 The writer sits below the engines and must not import them, yet which tracer a model needs is
 its engine's business (gradlog's walks its autograd graph, PyTorch's runs ``torch.jit.trace``).
-So the slot lives in the writer's own package: ``gradlog.engines`` installs its tracer when
-imported (which ``import gradlog`` does), and ``gradlog.tensorboard.graph`` reads it.
+So the slot lives down here: ``gradlog.engines`` installs its tracer when imported (which
+``import gradlog`` does), and ``gradlog.tensorboard.graph`` reads it.
 """
 
 from __future__ import annotations
