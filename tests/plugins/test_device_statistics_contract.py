@@ -72,12 +72,14 @@ def _host_copies(monkeypatch, model) -> list[str]:
     gradient."""
     seen: list[str] = []
     training = threading.get_ident()
+    # NOTE: read here, on the training thread. Reading ``p.grad`` on the writer's thread while
+    # backward assigns it is a data race inside torch (it crashes the process now and then);
+    # the caller keeps the gradients' storage for the step (``zero_grad(set_to_none=False)``).
+    storages = {t.untyped_storage().data_ptr() for p in model.parameters()
+                for t in (p, p.grad) if t is not None}
 
     def owned(t) -> bool:
-        tensors = [p for p in model.parameters()] + [p.grad for p in model.parameters()
-                                                     if p.grad is not None]
-        return t.untyped_storage().data_ptr() in {
-            x.untyped_storage().data_ptr() for x in tensors}
+        return t.untyped_storage().data_ptr() in storages
     for name in ("numpy", "cpu", "to"):
         original = getattr(torch.Tensor, name)
 
@@ -100,7 +102,7 @@ def _logging_step_moves(spec: str, tmp_path, monkeypatch) -> list[str]:
                 mode = Moves()
                 mode.__enter__()
             try:
-                opt.zero_grad()
+                opt.zero_grad(set_to_none=False)  # (step 1's gradients: step 0's storage)
                 xb, yb = run.batch(x, y)
                 loss = torch.nn.functional.cross_entropy(model(xb), yb)
                 loss.backward()
