@@ -174,3 +174,20 @@ class TensorBoardServer:
                 self.process.wait(10)
         self._drainer.join(10)
         self.process.stderr.close()
+
+
+def train_tiny(root: pathlib.Path, run: str, train_size: int, **options) -> pathlib.Path:
+    """``gradlog train`` in this process on a tiny config (``train_size`` images, 64 for
+    validation) into ``root/runs/run``, quiet; fails the test unless it exits 0. Returns
+    ``root/runs``."""
+    import io
+
+    from gradlog.train import TrainOptions, train
+    config = root / "tiny.toml"
+    config.write_text(f"[train]\ntrain_size = {train_size}\nval_size = 64\n"
+                      "two_object_size = 8\n")
+    code = train(TrainOptions(logdir=str(root / "runs" / run), default_plugins=False,
+                              config_file=str(config), quiet=True, **options),
+                 out=io.StringIO())
+    assert code == 0, f"gradlog train {run} exited {code}"
+    return root / "runs"

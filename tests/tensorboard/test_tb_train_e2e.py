@@ -10,9 +10,7 @@ import io
 import numpy as np
 import pytest
 from PIL import Image
-from tb_helpers import TensorBoardServer
-
-from gradlog.train import TrainOptions, train
+from tb_helpers import TensorBoardServer, train_tiny
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -27,15 +25,8 @@ STEPS = 8  # 256 images, batch 64, 2 epochs
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    root = tmp_path_factory.mktemp("e2e")
-    config = root / "tiny.toml"
-    config.write_text("[train]\ntrain_size = 256\nval_size = 64\ntwo_object_size = 8\n")
-    run = root / "runs" / "all-plugins"
-    code = train(TrainOptions(logdir=str(run), epochs=2, plugins=PLUGINS,
-                              default_plugins=False, config_file=str(config),
-                              strict_plugins=True, quiet=True), out=io.StringIO())
-    assert code == 0
-    return root / "runs"
+    return train_tiny(tmp_path_factory.mktemp("e2e"), "all-plugins", 256, epochs=2,
+                      plugins=PLUGINS, strict_plugins=True)
 
 
 @pytest.fixture(scope="module", params=["false", "true"])

@@ -4,14 +4,11 @@ run's hyperparameters and the last values of its own ``val/...`` scalars."""
 
 from __future__ import annotations
 
-import io
-
 import pytest
-from tb_helpers import TensorBoardServer
+from tb_helpers import TensorBoardServer, train_tiny
 
 from gradlog.tensorboard import SummaryWriter
 from gradlog.tensorboard.hparams import session_start_summaries
-from gradlog.train import TrainOptions, train
 from gradlog.train.logged import METRIC_TAGS
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -23,13 +20,8 @@ STATUSES = ["STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNIN
 @pytest.fixture(scope="module")
 def logdir(tmp_path_factory):
     root = tmp_path_factory.mktemp("trials")
-    config = root / "tiny.toml"
-    config.write_text("[train]\ntrain_size = 128\nval_size = 64\ntwo_object_size = 8\n")
     for name, lr in RUNS.items():
-        code = train(TrainOptions(logdir=str(root / "runs" / name), epochs=1, lr=lr,
-                                  default_plugins=False, graph=False,
-                                  config_file=str(config), quiet=True), out=io.StringIO())
-        assert code == 0
+        train_tiny(root, name, 128, epochs=1, lr=lr, graph=False)
     return root / "runs"
 
 
