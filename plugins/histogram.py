@@ -119,6 +119,7 @@ class Histogram(Plugin):
         self._also: dict[str, str] = {}  # raw gradients unchanged at the step: the final tag
         self._local_raw: dict[str, Any] = {}  # per_rank: snapshots of the local gradients
         self._before: dict[str, Any] = {}  # snapshots of the weights before the step
+        self._weights: dict[str, tuple] = {}  # name -> (snapshot, version) at the first batch
         self._acts: list = []  # this step's activations, taken, until logged
         self._act_handles: list = []
         self._calls: dict[str, int] = {}  # calls of each module in this forward pass
@@ -159,9 +160,19 @@ class Histogram(Plugin):
         self._raw_counts = None
         self._local_raw.clear()
         self._before.clear()
-        if "weight" in self._kinds:  # the weights this batch is computed with (one event)
-            run.log_histograms({f"histogram/weight/{n}": p for n, p in self._param_list},
-                               bins=self.options.bins)
+        self._weights.clear()
+        if {"weight", "update_ratio"} & self._kinds:
+            # the weights this batch is computed with, copied once: the weight histograms
+            # (one event) and, while the step changes nothing in place before the
+            # optimizer's, the update ratios' weights before the step
+            names = [n for n, _ in self._param_list]
+            snapshots = run.engine.snapshot([p for _, p in self._param_list])
+            if "weight" in self._kinds:
+                run.log_histograms({f"histogram/weight/{n}": s
+                                    for n, s in zip(names, snapshots)}, bins=self.options.bins)
+            if "update_ratio" in self._kinds:
+                self._weights = {n: (s, p._version) for n, s, (_, p) in
+                                 zip(names, snapshots, self._param_list)}
         if self._module_list:
             self._attach_activation_hooks(run)
 
@@ -194,7 +205,7 @@ class Histogram(Plugin):
             if "update_ratio" in self._kinds:
                 self._before[n] = p
         if self._before:  # copies where the weights live, for the update ratios
-            self._before = dict(zip(self._before, run.engine.snapshot(list(self._before.values()))))
+            self._before = self._befores(run, self._before)
         if changed:  # (counted by the engine: one event)
             run.log_histograms(changed, bins=self.options.bins)
 
@@ -224,6 +235,17 @@ class Histogram(Plugin):
         self._detach_activation_hooks(run)
 
     # -- helpers ----------------------------------------------------------------------------
+    def _befores(self, run: Any, params: dict) -> dict:
+        """Copies of the weights about to be stepped: the first batch's copy of each weight
+        the step has not changed in place since (its ``_version`` says), a new one of the
+        others (e.g. weights perturbed and restored in place, as sharpness-aware methods do)."""
+        weights, self._weights = self._weights, {}
+        kept = {n: weights[n][0] for n, p in params.items()
+                if n in weights and weights[n][1] == p._version}
+        fresh = [n for n in params if n not in kept]
+        kept.update(zip(fresh, run.engine.snapshot([params[n] for n in fresh])))
+        return {n: kept[n] for n in params}
+
     def _flush_raw(self, run: Any) -> None:
         if not (self._raw or self._local_raw):  # (most steps: nothing was taken)
             return
