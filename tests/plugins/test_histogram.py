@@ -343,3 +343,20 @@ def test_update_ratios_start_from_the_weights_just_before_the_step(engine, pertu
             expected = np.linalg.norm(after[p].astype(np.float64) - w0) / np.linalg.norm(w0)
             value = h.scalars(f"histogram/update_ratio/{p}").values[step]
             assert value == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_update_ratios_of_weights_with_a_nonfinite_value_are_those_without_histograms(engine,
+                                                                                      value):
+    # (with weight histograms ||before||**2 is their sums, which leave such values out)
+    logged = []
+    for kinds in (["weight", "update_ratio"], ["update_ratio"]):
+        h = PluginHarness(Histogram, every=1, kinds=kinds, engine=engine,
+                          plugins=[PoisonParamGrad("0.weight", {0}, value)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            h.run(steps=2)
+        logged.append([h.scalars(f"histogram/update_ratio/{p}").values for p in PARAMS])
+    with_histograms, alone = (np.array(v, dtype=np.float64) for v in logged)
+    assert np.isnan(with_histograms[0, 1])  # the first layer's weights had the value
+    np.testing.assert_allclose(with_histograms, alone, rtol=1e-12)  # (NaN where NaN)
