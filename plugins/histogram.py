@@ -63,12 +63,16 @@ def _owner(param_name: str) -> str:
     return param_name.rpartition(".")[0]
 
 
-def update_ratios(engine: Any, params: list, befores: list) -> Callable[[], list[float | None]]:
+def update_ratios(engine: Any, params: list, befores: list,
+                  sizes: Callable[[], list[float]] | None = None
+                  ) -> Callable[[], list[float | None]]:
     """Start ||after - before|| / ||before|| of each of ``params`` (``befores``: the engine's
     snapshots from before the step), from float64 sums of squares the engine computes where
-    the weights live; returns a function giving them (None where ||before|| is 0)."""
+    the weights live; returns a function giving them (None where ||before|| is 0).
+    ``sizes``: a function giving the ||before||**2 already computed elsewhere."""
     changes = engine.sums_of_squares(params, subtract=befores)
-    sizes = engine.sums_of_squares(befores)
+    if sizes is None:
+        sizes = engine.sums_of_squares(befores)
     return lambda: [None if size == 0.0 else math.sqrt(change) / math.sqrt(size)
                     for change, size in zip(changes(), sizes())]
 
@@ -91,7 +95,9 @@ class Histogram(Plugin):
     ``lstm.1.0``, ``encoder.last_hidden_state``: see ``gradlog.plugin.outputs``). The update ratio
     ``histogram/update_ratio/<param>`` is the scalar ||w_after - w_before|| / ||w_before||
     (Frobenius norms; momentum, Adam and weight decay included; around 1e-3 is healthy),
-    left out for parameters whose norm is 0.
+    left out for parameters whose norm is 0. ``w_before`` is the copy of the weights taken at
+    the step's first batch (the one the weight histograms count: the weights are copied once
+    a step), or a new copy where the step changed a weight in place since.
 
     NaN and Inf are never dropped: the writer counts them into ``<tag>/nonfinite``. On the
     other steps the plugin does nothing but compare the step number.
@@ -119,6 +125,9 @@ class Histogram(Plugin):
         self._also: dict[str, str] = {}  # raw gradients unchanged at the step: the final tag
         self._local_raw: dict[str, Any] = {}  # per_rank: snapshots of the local gradients
         self._before: dict[str, Any] = {}  # snapshots of the weights before the step
+        self._weights: dict[str, tuple] = {}  # name -> (snapshot, version) at the first batch
+        self._weight_counts: Any = None  # the engine's counts of those snapshots, if any
+        self._counted: dict[str, int] = {}  # befores that are those snapshots: their index
         self._acts: list = []  # this step's activations, taken, until logged
         self._act_handles: list = []
         self._calls: dict[str, int] = {}  # calls of each module in this forward pass
@@ -159,9 +168,23 @@ class Histogram(Plugin):
         self._raw_counts = None
         self._local_raw.clear()
         self._before.clear()
-        if "weight" in self._kinds:  # the weights this batch is computed with (one event)
-            run.log_histograms({f"histogram/weight/{n}": p for n, p in self._param_list},
-                               bins=self.options.bins)
+        self._weights.clear()
+        self._weight_counts = None
+        self._counted = {}
+        if {"weight", "update_ratio"} & self._kinds:
+            # the weights this batch is computed with, copied once: the weight histograms
+            # (one event) and, while the step changes nothing in place before the
+            # optimizer's, the update ratios' weights before the step
+            names = [n for n, _ in self._param_list]
+            snapshots = run.engine.snapshot([p for _, p in self._param_list])
+            if "weight" in self._kinds:
+                taken = run.take_histograms({f"histogram/weight/{n}": s for n, s in
+                                             zip(names, snapshots)}, self.options.bins)
+                run.log_taken(taken)
+                self._weight_counts = taken.counts  # (their sums of squares: ||before||**2)
+            if "update_ratio" in self._kinds:
+                self._weights = {n: (s, p._version) for n, s, (_, p) in
+                                 zip(names, snapshots, self._param_list)}
         if self._module_list:
             self._attach_activation_hooks(run)
 
@@ -194,7 +217,7 @@ class Histogram(Plugin):
             if "update_ratio" in self._kinds:
                 self._before[n] = p
         if self._before:  # copies where the weights live, for the update ratios
-            self._before = dict(zip(self._before, run.engine.snapshot(list(self._before.values()))))
+            self._before = self._befores(run, self._before)
         if changed:  # (counted by the engine: one event)
             run.log_histograms(changed, bins=self.options.bins)
 
@@ -209,7 +232,8 @@ class Histogram(Plugin):
         befores = [self._before[n] for n in names]
         # (the engine's sums of squares where the weights live; the ratios on the writer's
         # thread: one event)
-        ratios = update_ratios(run.engine, [params[n] for n in names], befores)
+        ratios = update_ratios(run.engine, [params[n] for n in names], befores,
+                               self._sizes(run, names))
         run.log_scalars_from([f"histogram/update_ratio/{n}" for n in names],
                              ratios, ())
         self._before.clear()
@@ -224,6 +248,19 @@ class Histogram(Plugin):
         self._detach_activation_hooks(run)
 
     # -- helpers ----------------------------------------------------------------------------
+    def _befores(self, run: Any, params: dict) -> dict:
+        """Copies of the weights about to be stepped: the first batch's copy of each weight
+        the step has not changed in place since (its ``_version`` says), a new one of the
+        others (e.g. weights perturbed and restored in place, as sharpness-aware methods do)."""
+        weights, self._weights = self._weights, {}
+        kept = {n: weights[n][0] for n, p in params.items()
+                if n in weights and weights[n][1] == p._version}
+        order = {n: i for i, (n, _) in enumerate(self._param_list)}
+        self._counted = {n: order[n] for n in kept} if self._weight_counts is not None else {}
+        fresh = [n for n in params if n not in kept]
+        kept.update(zip(fresh, run.engine.snapshot([params[n] for n in fresh])))
+        return {n: kept[n] for n in params}
+
     def _flush_raw(self, run: Any) -> None:
         if not (self._raw or self._local_raw):  # (most steps: nothing was taken)
             return
@@ -241,6 +278,25 @@ class Histogram(Plugin):
         if local:  # (counted by the engine where they live: one event)
             run.log_histograms({f"histogram/grad_raw/{n}": g for n, g in local.items()},
                                bins=self.options.bins, per_rank=True)
+
+    def _sizes(self, run: Any, names: list) -> Callable[[], list[float]] | None:
+        """||before||**2 of the weights ``names``: the weight histograms' sums of squares of
+        the same copies where there are some (NaN where a value was not finite: the ratio is
+        NaN then anyway), the engine's for the others; None without histograms."""
+        counted, self._counted = self._counted, {}
+        counts = self._weight_counts
+        if not counted:
+            return None
+        fresh = [n for n in names if n not in counted]
+        others = run.engine.sums_of_squares([self._before[n] for n in fresh])
+
+        def sizes() -> list[float]:
+            got = dict(zip(fresh, others()))
+            found = counts()
+            for n, i in counted.items():
+                got[n] = math.nan if found[i].nonfinite else found[i].squares
+            return [got[n] for n in names]
+        return sizes
 
     def _attach_activation_hooks(self, run: Any) -> None:
         self._detach_activation_hooks(run)

@@ -33,6 +33,7 @@ import numpy as np
 
 from ..tensorboard.histogram import HistogramCounts, cuts, fixed_edges, histogram_counts
 from ..utils.reductions import ValueSummary, sum_of_squares
+from .base import computed_once
 
 __all__ = ["TorchStatistics"]
 
@@ -58,9 +59,12 @@ class TorchStatistics:
         for t in tensors:
             _check(torch, t)
         rule = isinstance(bins, str) and bins != "tensorflow"
+        # (the copies _pending makes are read by nothing else: counted in place)
+        own = [not self._is_snapshot(t) for t in tensors]
 
         def on_host(snapshots: list) -> list[HistogramCounts]:
-            return [histogram_counts(_host_view(torch, s), bins) for s in snapshots]
+            return [histogram_counts(_host_view(torch, s), bins, scratch=mine)
+                    for s, mine in zip(snapshots, own)]
         # NOTE: numpy's rules ("auto", "fd", ...) need percentiles or spreads computed exactly
         # as numpy does: counted by the host code wherever the tensors are.
         return self._pending(tensors, on_host, None if rule else functools.partial(
@@ -247,11 +251,11 @@ class TorchStatistics:
         cuda = [t for t in tensors if t.device.type == "cuda"]
         if cuda and on_device is None:  # (the host's rules, for values on a device)
             copies = [_host_copy(torch, t) for t in tensors]
-            return functools.cache(lambda: on_host(copies))
+            return computed_once(lambda: on_host(copies))
         snapshots = [t if self._is_snapshot(t) else _snapshot(torch, t)
                      for t in tensors]  # (on the training stream)
         if not cuda:
-            return functools.cache(lambda: on_host(snapshots))
+            return computed_once(lambda: on_host(snapshots))
         stream = self._side_stream(cuda[0].device)
         stream.wait_stream(torch.cuda.current_stream(cuda[0].device))
         with torch.cuda.stream(stream):

@@ -15,6 +15,7 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -29,7 +30,7 @@ if TYPE_CHECKING:  # (the writer's stack is imported only by runs that write)
     from ..tensorboard.histogram import HistogramCounts
 
 __all__ = ["Engine", "Handles", "Collectives", "REDUCTIONS", "HOOK_METHODS", "map_tensors",
-           "read_only"]
+           "read_only", "computed_once"]
 
 REDUCTIONS = ("mean", "sum", "max", "min")
 
@@ -61,6 +62,21 @@ def read_only(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.flags.writeable = False
     return view
+
+
+def computed_once(compute: Callable[[], Any]) -> Callable[[], Any]:
+    """``compute``'s result, computed by the first call and returned by every call: a
+    statistics function may be asked by two writers' threads at once (a rank's own sub-run
+    and the run), and the counting reorders its own copies, which two callers must not do
+    together."""
+    lock, done = threading.Lock(), []
+
+    def result() -> Any:
+        with lock:
+            if not done:
+                done.append(compute())
+            return done[0]
+    return result
 
 
 def map_tensors(obj: Any, is_tensor: Callable[[Any], bool], convert: Callable[[Any], Any]) -> Any:

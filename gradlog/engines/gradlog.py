@@ -15,7 +15,7 @@ from ..autograd.tensor import Tensor
 from ..tensorboard.histogram import check_arguments, histogram_counts
 from ..utils.reductions import all_finite, sum_of_squares, value_summary
 from ..utils.run_hooks import RunHook
-from .base import Collectives, Engine, Handles, read_only
+from .base import Collectives, Engine, Handles, computed_once, read_only
 
 __all__ = ["GradlogEngine", "MPICollectives"]
 
@@ -234,10 +234,12 @@ class GradlogEngine(Engine):
     def histogram_counts(self, tensors: list, bins: Any = "tensorflow") -> Any:
         # NOTE: the values live in host memory already; the snapshot is what lets the step
         # go on changing them while the writer's thread counts (as a device snapshot does).
-        snapshots = [self._kept(t) for t in tensors]
-        for a in snapshots:
+        # (the copies made here are read by nothing else: the counting sorts them in place)
+        snapshots = [(self._kept(t), not self.is_snapshot(t)) for t in tensors]
+        for a, _ in snapshots:
             check_arguments(a, bins)
-        return lambda: [histogram_counts(a, bins) for a in snapshots]
+        return computed_once(lambda: [histogram_counts(a, bins, scratch=own)
+                                      for a, own in snapshots])
 
     def nonfinite_counts(self, tensors: list) -> list[int]:
         # (a dot product tells most arrays apart at once: all finite, nothing to count)

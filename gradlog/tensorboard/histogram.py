@@ -75,12 +75,19 @@ def _cuts(edges: np.ndarray, dtype) -> np.ndarray:
     return cuts
 
 
-def _one_pass(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float, float]:
+def _one_pass(values: np.ndarray, cuts: np.ndarray, own: bool = False
+              ) -> tuple[np.ndarray, float, float]:
     """How many of ``values`` lie below each of the increasing ``cuts`` (see :func:`_cuts`),
-    and their sum and sum of squares in float64 (as PyTorch takes them), block by block
-    through the thread's buffers: eight numpy calls a block, the sort the only costly one."""
+    and their sum and sum of squares in float64 (as PyTorch takes them), block by block:
+    seven numpy calls a block, the sort the only costly one. ``own``: ``values`` (contiguous)
+    belong to this call, and each block is sorted where it is instead of in the thread's
+    buffer."""
     if values.size <= _SMALL:  # the same, in fewer numpy calls
-        block = np.sort(values) if len(cuts) else values
+        if len(cuts):
+            block = values if own else values.copy()
+            block.sort()
+        else:
+            block = values
         wide = block.astype(np.float64)
         # (np.dot: a BLAS call, single-threaded at this size, one pass instead of two)
         return block.searchsorted(cuts), float(np.add.reduce(wide)), float(np.dot(wide, wide))
@@ -91,16 +98,19 @@ def _one_pass(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, float, 
         chunk = values[start:start + _BLOCK]
         wide = wide_buffer[:chunk.size]
         if len(cuts):
-            block = block_buffer[:chunk.size]
-            block[...] = chunk
+            if own:
+                block = chunk
+            else:
+                block = block_buffer[:chunk.size]
+                block[...] = chunk
             block.sort()
             below += block.searchsorted(cuts)
             chunk = block
         wide[...] = chunk
         total += np.add.reduce(wide)
-        # (not np.dot: OpenBLAS spreads a dot of this size over its threads, which would
-        # compete with the training thread for the other core)
-        squares += np.add.reduce(np.multiply(wide, wide, out=wide))
+        # (einsum's own loop: one pass, no product array; not np.dot: OpenBLAS spreads a dot
+        # of this size over its threads, which would compete with the training thread)
+        squares += np.einsum("i,i->", wide, wide)
     return below, float(total), float(squares)
 
 
@@ -134,12 +144,13 @@ def _finite(values: np.ndarray) -> tuple[np.ndarray, float, float]:
     return values, low, high
 
 
-def _passed(finite: np.ndarray, cuts: np.ndarray, low: float, high: float):
+def _passed(finite: np.ndarray, cuts: np.ndarray, low: float, high: float,
+            own: bool = False):
     """:func:`_one_pass`; where squares may overflow float64 (as PyTorch's do), quietly."""
     if max(abs(low), abs(high)) < 1e140:
-        return _one_pass(finite, cuts)
+        return _one_pass(finite, cuts, own)
     with np.errstate(over="ignore", invalid="ignore"):
-        return _one_pass(finite, cuts)
+        return _one_pass(finite, cuts, own)
 
 
 def _estimated_bin_count(values: np.ndarray, rule: str, low: float, high: float) -> int:
@@ -317,11 +328,13 @@ def fixed_edges(bins, max_bins: int | None = None) -> tuple[np.ndarray, bool] | 
     return None if edges is None else (_subsampled(edges, max_bins), False)
 
 
-def histogram_counts(values, bins="tensorflow", max_bins: int | None = None
-                     ) -> HistogramCounts:
+def histogram_counts(values, bins="tensorflow", max_bins: int | None = None, *,
+                     scratch: bool = False) -> HistogramCounts:
     """:class:`HistogramCounts` of a numpy array (any shape, any real dtype), computed with
     numpy: the edges that matter are those inside the finite values' range, and only those are
-    counted (see the module's docstring)."""
+    counted (see the module's docstring). ``scratch``: ``values`` is the caller's own copy,
+    made for this call and read by nothing after it, which the counting may reorder (it sorts
+    it in place instead of copying it block by block)."""
     array = np.asarray(values)
     check_arguments(array, bins, max_bins)
     flat = _as_float(array.ravel())
@@ -337,7 +350,9 @@ def histogram_counts(values, bins="tensorflow", max_bins: int | None = None
     edges, cut_values, distinct = _edges_and_cuts(bins, max_bins, finite, low, high)
     first = edges.searchsorted(low, side="right")  # edges[first:last] lie inside
     last = edges.searchsorted(high, side="left")
-    below, total, squares = _passed(finite, cut_values[first:last], low, high)
+    # (values converted or filtered above are this call's own too)
+    own = (scratch or not np.may_share_memory(finite, array)) and finite.flags.writeable
+    below, total, squares = _passed(finite, cut_values[first:last], low, high, own)
     return HistogramCounts(low, high, finite.size, nonfinite, total, squares,
                            edges[first:last], below, distinct)
 

@@ -168,3 +168,56 @@ def test_sums_of_squares_on_the_host_and_on_the_device_equal_float64(dtype) -> N
                  device.squares_on_device([before])()[0]]
     assert got == pytest.approx(expected, rel=1e-12)
     assert on_device == pytest.approx(expected, rel=1e-12)
+
+
+def _engine_and_tensor(name: str, values: torch.Tensor):
+    if name == "torch":
+        return TorchEngine(), values.clone()
+    import gradlog as gl
+    return GradlogEngine(), gl.tensor(_numpy_of(values).copy())
+
+
+def _large(dtype) -> torch.Tensor:
+    # more values than one sorted block (65536), a partial last block, and the edges' cases
+    rng = np.random.default_rng(11)
+    return torch.cat([_adversarial(dtype), torch.from_numpy(
+        rng.standard_normal(140_000) * 0.03).to(getattr(torch, dtype))])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("engine_name", ["gradlog", "torch"])
+def test_counts_are_of_the_logging_step_and_reorder_only_their_own_copies(engine_name,
+                                                                          dtype) -> None:
+    if engine_name == "gradlog" and dtype == "bfloat16":
+        pytest.skip("numpy has no bfloat16")
+    values = _large(dtype)
+    expected = histogram_proto(_numpy_of(values).copy())[0]
+    engine, t = _engine_and_tensor(engine_name, values)
+    pending = engine.histogram_counts([t])
+    with engine.no_grad():
+        t.mul_(-0.5)  # in place, after the logging step: the counts are of the values before
+    _same(counts_proto(pending()[0]), expected)
+    # a snapshot the caller keeps (the update ratios' weights) is counted, never reordered
+    snapshot = engine.snapshot([t])[0]
+    kept = np.array(engine.to_numpy(snapshot))
+    engine.histogram_counts([snapshot])()
+    assert np.array_equal(engine.to_numpy(snapshot), kept, equal_nan=True)
+
+
+@pytest.mark.parametrize("engine_name", ["gradlog", "torch"])
+def test_counts_asked_by_two_threads_at_once_are_computed_once(engine_name) -> None:
+    # (a rank's sub-run and the run share one call's counts; the counting sorts its copy)
+    import threading
+    values = _large("float32")
+    expected = histogram_proto(_numpy_of(values).copy())[0]
+    engine, t = _engine_and_tensor(engine_name, values)
+    pending = engine.histogram_counts([t])
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(pending()[0]))
+               for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(results) == 2 and results[0] is results[1]
+    _same(counts_proto(results[0]), expected)

@@ -23,7 +23,7 @@ from plugin_test_helpers import (
 )
 
 import gradlog as gl
-from gradlog.plugin import PluginConfigError, resolve_plugins
+from gradlog.plugin import Plugin, PluginConfigError, resolve_plugins
 from gradlog.tensorboard import SummaryWriter
 from gradlog.testing import MemoryWriter, PluginHarness
 
@@ -309,3 +309,54 @@ def test_a_module_run_twice_in_a_step_logs_each_of_its_activations(lib):
     assert [step for step, _ in logged] == [0, 0, 1, 1]
     for (_, values), out in zip(logged, outputs, strict=True):
         np.testing.assert_array_equal(values, out.reshape(-1).astype(np.float64))
+
+
+class _PerturbWeights(Plugin):
+    """Changes the weights in place between the batch's start and the optimizer step (as
+    sharpness-aware methods perturb them)."""
+
+    name = "test-perturb-weights"
+    kind = "mutator"
+    order = 10
+
+    def on_before_optimizer_step(self, run):
+        with run.engine.no_grad():
+            for p in run.model.parameters():
+                p.mul_(1.5)
+
+
+@pytest.mark.parametrize("perturbed", [False, True])
+def test_update_ratios_start_from_the_weights_just_before_the_step(engine, perturbed):
+    # the first batch's weight copy serves the weight histograms and, unless the step changed
+    # the weights in place since, the update ratios; after such a change, a new copy
+    rec = Recorder()
+    extra = [_PerturbWeights()] if perturbed else []
+    h = PluginHarness(Histogram, every=1, kinds=["weight", "update_ratio"],
+                      plugins=[rec, *extra], engine=engine).run(steps=2)
+    for step in range(2):
+        before, after = rec.before[step][0], rec.after[step][0]
+        for p in PARAMS:
+            np.testing.assert_array_equal(  # the batch's weights, not the perturbed ones
+                h.histograms(f"histogram/weight/{p}").values[step], before[p].reshape(-1))
+            w0 = (before[p] * before[p].dtype.type(1.5) if perturbed else before[p]
+                  ).astype(np.float64)
+            expected = np.linalg.norm(after[p].astype(np.float64) - w0) / np.linalg.norm(w0)
+            value = h.scalars(f"histogram/update_ratio/{p}").values[step]
+            assert value == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_update_ratios_of_weights_with_a_nonfinite_value_are_those_without_histograms(engine,
+                                                                                      value):
+    # (with weight histograms ||before||**2 is their sums, which leave such values out)
+    logged = []
+    for kinds in (["weight", "update_ratio"], ["update_ratio"]):
+        h = PluginHarness(Histogram, every=1, kinds=kinds, engine=engine,
+                          plugins=[PoisonParamGrad("0.weight", {0}, value)])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            h.run(steps=2)
+        logged.append([h.scalars(f"histogram/update_ratio/{p}").values for p in PARAMS])
+    with_histograms, alone = (np.array(v, dtype=np.float64) for v in logged)
+    assert np.isnan(with_histograms[0, 1])  # the first layer's weights had the value
+    np.testing.assert_allclose(with_histograms, alone, rtol=1e-12)  # (NaN where NaN)

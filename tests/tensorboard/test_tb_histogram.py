@@ -282,3 +282,24 @@ def test_the_proto_is_the_one_built_field_by_field():
                              bucket=list(proto.bucket))
     assert proto.SerializeToString() == rebuilt.SerializeToString()
     assert len(proto.bucket) > 100 and all(c == int(c) for c in proto.bucket)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_counting_a_scratch_copy_in_place_equals_counting_through_the_buffer(dtype):
+    rng = np.random.default_rng(4)
+    values = (rng.standard_normal(150_000) * 0.05).astype(dtype)  # three blocks and a part
+    values[::1001] = 0.0
+    kept = values.copy()
+    through_buffer = histogram.histogram_counts(values)
+    assert np.array_equal(values, kept)  # not the caller's to reorder
+    in_place = histogram.histogram_counts(values, scratch=True)
+    assert np.array_equal(np.sort(values), np.sort(kept))  # reordered, the same values
+    assert np.array_equal(in_place.below, through_buffer.below)
+    assert (in_place.low, in_place.high, in_place.num) == \
+        (through_buffer.low, through_buffer.high, through_buffer.num)
+    assert in_place.total == pytest.approx(through_buffer.total, rel=1e-12)
+    assert in_place.squares == pytest.approx(through_buffer.squares, rel=1e-12)
+    reference = np.histogram(kept.astype(np.float64), bins=np.concatenate(
+        ([kept.min()], through_buffer.edges, [kept.max()])))[0]
+    assert np.array_equal(np.diff(np.concatenate(([0], in_place.below, [kept.size]))),
+                          reference)
