@@ -177,3 +177,15 @@ def test_hparams_reject_bad_input():
         hparams_summaries({"opt": "adam"}, {}, {"opt": [1, 2]})
     with pytest.raises(TypeError, match="not in hparam_dict"):
         hparams_summaries({"opt": "adam"}, {}, {"lr": [0.1]})
+
+
+def test_to_float_of_a_torch_tensor_is_its_one_value():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([0.1], requires_grad=True)
+    for value in (x * 3, (x * 3).detach().double(), (x * 3).to(torch.bfloat16),
+                  torch.tensor(7), torch.tensor(True), torch.tensor([[2.5]], dtype=torch.float16)):
+        assert convert.to_float(value) == float(value.detach().double().numpy().reshape(()))
+    with pytest.raises(ValueError, match=r"shape \(2,\)"):
+        convert.to_float(torch.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError, match="complex"):
+        convert.to_float(torch.tensor(1 + 2j))
