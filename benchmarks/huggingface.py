@@ -4,8 +4,10 @@
   (hidden 32, dict batches of 8 x 16 tokens, CPU), bare and with ``GradlogCallback`` at its
   default plugins (histogram and grad-norm) and ``every=100``.
 * W12 "accelerate": an ``accelerator``-prepared loop of W1's MLP (``accelerator.backward``,
-  ``optimizer.step()``), bare and with ``GradlogTracker`` (``accelerator.log`` of the loss
-  each step) and ``gl.watch`` at the same plugins and ``every=100``.
+  ``optimizer.step()``, ``accelerator.log`` of the loss each step), bare (no tracker) and with
+  ``GradlogTracker`` and ``gl.watch`` at the same plugins and ``every=100``; beside them the
+  loop with Accelerate's own ``"tensorboard"`` tracker and no gradlog, the tracker a user of
+  ``GradlogTracker`` usually replaces.
 
 A contender runs ``WARMUP + PER_BLOCK`` steps; only the last ``PER_BLOCK`` are timed (they
 hold exactly two logging steps of every=100), gradlog's writer flushed before the clock stops.
@@ -97,11 +99,12 @@ def _train_hf(steps: int, logdir: str | None, out: str) -> tuple[float, Any]:
 
 # -- W12: an Accelerate loop ------------------------------------------------------------------
 def _train_accelerate(weights: list, batches: list, logdir: str | None,
-                      tracked: bool = True) -> tuple[float, Any]:
+                      tracked: bool = True, tensorboard: bool = False) -> tuple[float, Any]:
     """One loop that logs the loss with ``accelerator.log`` each step (with gradlog when
-    ``logdir`` is given: gl.watch, and the tracker receiving the loss unless not ``tracked``);
-    returns the seconds of the last ``PER_BLOCK`` steps
-    (0 when fewer) and the trained model."""
+    ``logdir`` is given: gl.watch, and the tracker receiving the loss unless not ``tracked``;
+    with ``tensorboard``, Accelerate's TensorBoard tracker in ``logdir`` and no gradlog);
+    returns the seconds of the last ``PER_BLOCK`` steps (0 when fewer) and the trained
+    model."""
     import torch
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
@@ -110,8 +113,12 @@ def _train_accelerate(weights: list, batches: list, logdir: str | None,
     from gradlog.integrations.accelerate import GradlogTracker
 
     AcceleratorState._reset_state(reset_partial_state=True)  # (one Accelerator per run)
-    tracker = GradlogTracker(logdir) if logdir is not None else None
-    accelerator = Accelerator(cpu=True, log_with=tracker if tracked else None)
+    tracker = GradlogTracker(logdir) if logdir is not None and not tensorboard else None
+    if tensorboard:
+        accelerator = Accelerator(cpu=True, log_with="tensorboard", project_dir=logdir)
+        accelerator.init_trackers("w12")
+    else:
+        accelerator = Accelerator(cpu=True, log_with=tracker if tracked else None)
     if tracker is not None and tracked:
         accelerator.init_trackers("w12")
     elif tracker is not None:
@@ -136,6 +143,8 @@ def _train_accelerate(weights: list, batches: list, logdir: str | None,
         accelerator.log({"loss": loss.detach()}, step=i)
     if run is not None:
         run.writer.flush()
+    if tensorboard:  # (its pending events written before the clock stops, as gradlog's)
+        accelerator.get_tracker("tensorboard", unwrap=True).flush()
     seconds = time.perf_counter() - start if len(batches) > PER_BLOCK else 0.0
     if run is not None:
         run.close()
@@ -158,6 +167,9 @@ def _ratios(seconds: dict[str, list[float]], gradlog: str, *more: str) -> dict[s
     out["bare again/bare"] = float(np.median(s["bare again"] / s["bare"]))
     for each in (gradlog, *more):
         out[f"{each}/bare"] = float(np.median(s[each] / bare))
+    if "tensorboard tracker" in s:  # gradlog beside the tracker it usually replaces
+        out[f"{gradlog}/tensorboard tracker"] = float(
+            np.median(s[gradlog] / s["tensorboard tracker"]))
     out["targets"] = {f"{gradlog}/bare <= 1.05": out[f"{gradlog}/bare"] <= 1.05}
     out["block_seconds"] = seconds
     return out
@@ -187,7 +199,9 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         if _installed("accelerate"):
             contenders["W12"] = ("tracker + gl.watch", lambda d: _train_accelerate(
                 weights, batches, d), {"gl.watch only": lambda d: _train_accelerate(
-                    weights, batches, d, tracked=False)})
+                    weights, batches, d, tracked=False),
+                    "tensorboard tracker": lambda d: _train_accelerate(
+                        weights, batches, d, tensorboard=True)})
         else:
             out["W12"] = {"skipped": "accelerate is not installed"}
         for name, (gradlog, train, more) in contenders.items():

@@ -68,21 +68,31 @@ class GradlogTracker(GeneralTracker):
             self.writer.add_summary(summary, 0)
         self.writer.flush()
 
-    @on_main_process
     def log(self, values: dict, step: int | None = None, **kwargs: Any) -> None:
         """Numbers as scalars, strings as text, dicts of numbers as ``add_scalars``; other
-        values are refused with their key and type."""
+        values are refused with their key and type. Only the process whose tracker started
+        (the main one) has a writer; elsewhere this returns at once. It is called every step:
+        the check is whether a writer exists, not a new ``PartialState`` per call."""
+        writer = self.writer
+        if writer is None:
+            self._log_before_start()
+            return
         for key, value in values.items():
-            if isinstance(value, str):
-                self.writer.add_text(key, value, step)
+            if isinstance(value, (int, float)) or _is_one_number(value):
+                writer.add_scalar(key, value, step)
+            elif isinstance(value, str):
+                writer.add_text(key, value, step)
             elif isinstance(value, dict):
-                self.writer.add_scalars(key, value, step)
-            elif isinstance(value, (int, float)) or _is_one_number(value):
-                self.writer.add_scalar(key, value, step)
+                writer.add_scalars(key, value, step)
             else:
                 raise TypeError(f"GradlogTracker.log: '{key}' is a {type(value).__name__}; "
                                 "it logs numbers, strings and dicts of numbers")
             self._last_step = max(self._last_step, step or 0)
+
+    @on_main_process
+    def _log_before_start(self) -> None:
+        raise RuntimeError("GradlogTracker.log: the tracker has not started; call "
+                           "accelerator.init_trackers(...) before accelerator.log(...)")
 
     @on_main_process
     def finish(self) -> None:

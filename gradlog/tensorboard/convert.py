@@ -51,6 +51,9 @@ def to_float(value) -> float:
         return value
     if kind is int or kind is bool:
         return float(value)
+    numel = getattr(value, "numel", None)
+    if numel is not None and numel() == 1 and hasattr(value, "item"):
+        return float(value.item())  # a one-element tensor (a loss): one call, no numpy view
     array = to_numpy(value)
     if array.size != 1:
         raise ValueError(f"expected a single value, got an array of shape {tuple(array.shape)}")

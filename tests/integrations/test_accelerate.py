@@ -133,3 +133,34 @@ def test_the_tracker_writes_config_scalars_text_and_closes(tmp_path):
     end = plugin_data_pb2.HParamsPluginData.FromString(
         served.PluginTagToContent("hparams")["_hparams_/session_end_info"]).session_end_info
     assert end.status == 1  # STATUS_SUCCESS
+
+
+def test_the_tracker_says_to_init_trackers_when_logging_before_it(tmp_path):
+    tracker = GradlogTracker(str(tmp_path / "t"))
+    Accelerator(cpu=True, log_with=tracker)  # no init_trackers: the tracker has no writer
+    with pytest.raises(RuntimeError, match=r"call accelerator.init_trackers\(\.\.\.\) before"):
+        tracker.log({"loss": 1.0}, step=0)
+
+
+def test_every_tensor_loss_is_in_the_file_and_the_queued_ones_readable_before_the_end(tmp_path):
+    """The loss as a training loop hands it over (a detached tensor, of any float dtype and
+    one element): each step's value is written exactly (as float32), and the events the
+    writer's queue has flushed (every 10) are readable while the run still goes on."""
+    tracker = GradlogTracker(str(tmp_path / "t"))
+    accelerator = Accelerator(cpu=True, log_with=tracker)
+    accelerator.init_trackers("tiny")
+    w = torch.tensor([0.3], requires_grad=True)
+    dtypes = (torch.float32, torch.float64, torch.bfloat16)
+    expected = {}
+    for step in range(23):
+        loss = (w * (step + 1) / 7).sum().to(dtypes[step % 3])
+        accelerator.log({"loss": loss.detach(), "lr": 0.1 / (step + 1)}, step=step)
+        expected[step] = float(np.float32(loss.detach().double().item()))
+    from gradlog.doctor.logdir import read_trace
+    assert read_trace(str(tmp_path / "t")).scalars["loss"] == {  # 46 events, 40 flushed
+        s: v for s, v in expected.items() if s < 20}
+    accelerator.log({"loss": torch.tensor([[2.5]])}, step=23)
+    accelerator.end_training()
+    trace = read_trace(str(tmp_path / "t"))
+    assert trace.scalars["loss"] == {**expected, 23: 2.5}
+    assert trace.scalars["lr"] == {s: pytest.approx(0.1 / (s + 1), rel=1e-7) for s in range(23)}

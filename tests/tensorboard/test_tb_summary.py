@@ -195,3 +195,15 @@ def test_a_session_starts_and_ends_apart_with_the_end_status_given():
     assert data.session_end_info.end_time_secs == 160.0
     with pytest.raises(ValueError, match="status should be one of .*got 'done'"):
         session_end_summary("done")
+
+
+def test_to_float_of_a_torch_tensor_is_its_one_value():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([0.1], requires_grad=True)
+    for value in (x * 3, (x * 3).detach().double(), (x * 3).to(torch.bfloat16),
+                  torch.tensor(7), torch.tensor(True), torch.tensor([[2.5]], dtype=torch.float16)):
+        assert convert.to_float(value) == float(value.detach().double().numpy().reshape(()))
+    with pytest.raises(ValueError, match=r"shape \(2,\)"):
+        convert.to_float(torch.tensor([1.0, 2.0]))
+    with pytest.raises(TypeError, match="complex"):
+        convert.to_float(torch.tensor(1 + 2j))
