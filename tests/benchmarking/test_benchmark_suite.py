@@ -220,3 +220,18 @@ def test_the_device_clock_waits_for_the_gpu_before_reading_the_time():
     clock = device_clock(FakeTorch, "cuda")
     before = time.perf_counter()
     assert clock() >= before and calls == ["synchronize"]
+
+
+def test_doctor_timing_reports_the_bare_again_ratio_beside_the_doctors(tmp_path, monkeypatch):
+    # a few steps of the timed mode: the second bare contender is timed like the others and
+    # its ratio (the run's noise) is reported for each engine
+    from benchmarks import doctor
+
+    monkeypatch.setattr(doctor, "PER_BLOCK", 3)
+    monkeypatch.setattr(doctor, "COPIES", 1)
+    out = doctor.live(quick=False, blocks=2, logdir=str(tmp_path))
+    engines = [name for name in ("W1", "W7") if f"{name} doctor/bare" in out]
+    assert "W1" in engines
+    for name in engines:
+        for key in (f"{name} doctor/bare", f"{name} bare again/bare"):
+            assert np.isfinite(out[key]) and out[key] > 0, (key, out[key])
