@@ -221,3 +221,42 @@ def test_counts_asked_by_two_threads_at_once_are_computed_once(engine_name) -> N
         thread.join(timeout=60)
     assert len(results) == 2 and results[0] is results[1]
     _same(counts_proto(results[0]), expected)
+
+
+def _finite_cases(dtype):
+    big = float(np.finfo(dtype).max)
+    rng = np.random.default_rng(0)
+    plain = rng.standard_normal(257).astype(dtype)
+    cases = {"plain": plain, "empty": np.zeros(0, dtype),
+             "overflowing sum of finite values": np.full(8, big, dtype),
+             "+inf and -inf": np.array([np.inf, -np.inf, 1.0], dtype)}
+    for name, value in (("nan", np.nan), ("+inf", np.inf), ("-inf", -np.inf)):
+        one = plain.copy()
+        one[100] = value
+        cases[name] = one
+    return cases
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("engine", [GradlogEngine, TorchEngine], ids=["gradlog", "torch"])
+def test_all_finite_is_numpys_isfinite_all(engine, dtype) -> None:
+    eng = engine()
+    for name, values in _finite_cases(dtype).items():
+        with np.errstate(over="ignore"):
+            expected = bool(np.isfinite(values).all())
+        assert eng.all_finite(eng.from_numpy(values)) is expected, name
+    assert eng.all_finite(eng.from_numpy(np.array([1, 2], np.int64))) is True
+
+
+def test_all_finite_of_torch_bfloat16_complex_and_sparse_tensors() -> None:
+    eng = TorchEngine()
+    bf = torch.full((5,), 3e38, dtype=torch.bfloat16)  # (a sum that overflows)
+    assert eng.all_finite(bf) is True
+    bf[2] = float("nan")
+    assert eng.all_finite(bf) is False
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    assert eng.all_finite(z) is True
+    assert eng.all_finite(torch.tensor([1 + 2j, complex(float("inf"), 0)])) is False
+    sparse = torch.tensor([[0.0, float("nan")], [1.0, 0.0]]).to_sparse()
+    assert eng.all_finite(sparse) is False
+    assert eng.all_finite(torch.eye(2).to_sparse()) is True
