@@ -132,16 +132,21 @@ def test_state_dict_keeps_what_was_reported(tmp_path, capsys):
                 if line.startswith("doctor: ")]  # nothing reported twice
 
 
+def _small_mlp(lib, rows: int, lr: float):
+    """An 8-16-3 MLP, its SGD optimizer and ``rows`` rows of the teacher's data."""
+    lib.manual_seed(0)
+    data = teacher_data(rows)
+    model = mlp(lib, [8, 16, 3])
+    return (model, lib.optim.SGD(model.parameters(), lr=lr),
+            lib.from_numpy(data[0]), lib.from_numpy(data[1]))
+
+
 @pytest.mark.parametrize("engine", ["gradlog", "torch"], indirect=True)
 def test_nonfinite_is_found_in_steps_given_a_closure(engine, tmp_path):
     # the watch moves into backward from the first step given a closure on (its gradients
     # come inside the step): a NaN from step 6 on is found at step 6
     lib = engine
-    lib.manual_seed(0)
-    data = teacher_data(256)
-    model = mlp(lib, [8, 16, 3])
-    opt = lib.optim.SGD(model.parameters(), lr=0.1)
-    x, y = lib.from_numpy(data[0]), lib.from_numpy(data[1])
+    model, opt, x, y = _small_mlp(lib, 256, lr=0.1)
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=("doctor:every=5",)):
         for step in range(12):
             def closure(step=step):
@@ -166,11 +171,7 @@ def test_large_finite_gradients_are_not_taken_for_nan(engine, tmp_path):
     # gradients near 1e25 are finite, but their squares overflow float32: the per-step watch
     # asks whether every value is finite, not whether a norm is (steps 1-3 measure nothing)
     lib = engine
-    lib.manual_seed(0)
-    data = teacher_data(64)
-    model = mlp(lib, [8, 16, 3])
-    opt = lib.optim.SGD(model.parameters(), lr=0.0)
-    x, y = lib.from_numpy(data[0]), lib.from_numpy(data[1])
+    model, opt, x, y = _small_mlp(lib, 64, lr=0.0)
     doctor = Doctor(every=100, check_every=1)
     with gl.watch(model, opt, logdir=str(tmp_path), plugins=(doctor,)):
         for step in range(4):
