@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TextIO
 
 import numpy as np
 
-from ..utils.reductions import ValueSummary, vector_norm
+from ..utils.reductions import ValueSummary, all_finite, vector_norm
 from ..utils.run_hooks import RunHook
 
 if TYPE_CHECKING:  # (the writer's stack is imported only by runs that write)
@@ -250,16 +250,10 @@ class Engine(ABC):
         return [vector_norm(self.to_numpy(t), norm_type) for t in tensors]
 
     def all_finite(self, tensor: Any) -> bool:
-        """Whether every value of ``tensor`` is finite: its sum, read once (a NaN or an
-        infinity makes it NaN or infinite), checked value by value only when it is not (a sum
-        of large finite values may overflow). What a per-step NaN watch asks: cheaper than a
-        norm, and exact."""
-        a = self.to_numpy(tensor)
-        if a.dtype.kind not in "fc":
-            return True
-        with np.errstate(over="ignore", invalid="ignore"):
-            total = np.add.reduce(a, axis=None)
-        return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
+        """Whether every value of ``tensor`` is finite (:func:`gradlog.utils.reductions.all_finite`
+        on the host; an engine whose tensors live elsewhere checks them there). What a per-step
+        NaN watch asks: cheaper than a norm, and exact."""
+        return all_finite(self.to_numpy(tensor))
 
     @abstractmethod
     def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,

@@ -133,8 +133,10 @@ class TorchEngine(Engine):
         t = tensor.detach()
         if not (t.is_floating_point() or t.is_complex()):
             return True
-        if t.layout != self.torch.strided:
-            t = t.to_dense()
+        if t.layout == self.torch.sparse_coo:  # (the stored values, never a dense copy)
+            t = t.coalesce().values()
+        elif t.layout != self.torch.strided:
+            t = t.values()
         total = t.sum()
         if t.is_complex():
             return bool(self.torch.isfinite(total)) or bool(self.torch.isfinite(t).all())

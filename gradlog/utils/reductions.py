@@ -52,11 +52,14 @@ def vector_norm(values: np.ndarray, p: float = 2.0) -> float:
 
 
 def all_finite(values: np.ndarray) -> bool:
-    """Whether no value is NaN or infinite: numpy's min and max propagate both, in two passes
-    that cannot overflow."""
+    """Whether no value is NaN or infinite: one pass, their sum (a NaN or an infinity makes it
+    NaN or infinite), and value by value only when the sum is not finite (large finite values
+    may overflow it)."""
     if values.size == 0 or values.dtype.kind not in "fc":
         return True
-    return bool(np.isfinite(values.min()) and np.isfinite(values.max()))
+    with np.errstate(over="ignore", invalid="ignore"):
+        total = np.add.reduce(values, axis=None)
+    return bool(np.isfinite(total)) or bool(np.isfinite(values).all())
 
 
 class ValueSummary(NamedTuple):

@@ -260,3 +260,6 @@ def test_all_finite_of_torch_bfloat16_complex_and_sparse_tensors() -> None:
     sparse = torch.tensor([[0.0, float("nan")], [1.0, 0.0]]).to_sparse()
     assert eng.all_finite(sparse) is False
     assert eng.all_finite(torch.eye(2).to_sparse()) is True
+    csr = torch.tensor([[0.0, float("inf")], [1.0, 0.0]]).to_sparse_csr()
+    assert eng.all_finite(csr) is False
+    assert eng.all_finite(torch.eye(2).to_sparse_csr()) is True
