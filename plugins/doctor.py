@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,11 +148,11 @@ class Doctor(Plugin):
     def _watch_nonfinite(self, run: Any, param: Any) -> None:
         if self._nonfinite_seen or run.phase != "train" or param.grad is None:
             return
-        if not math.isfinite(run.engine.norms([param.grad])[0]):
+        if not run.engine.all_finite(param.grad):  # (a sum: cheaper than a norm)
             self._nonfinite_seen = True
             # backward is (nearly) over: the first module's gradient comes last
             self._bad = [n for n, p in reversed(self._params) if p.grad is not None
-                         and not math.isfinite(run.engine.norms([p.grad])[0])]
+                         and not run.engine.all_finite(p.grad)]
             self._nonfinite_step = run.step
             if self._watching_backward:  # (a closure's backward: the update comes next)
                 self._report_pending(run)

@@ -233,6 +233,18 @@ class Engine(ABC):
         whose library has a vectorised norm overrides it."""
         return [vector_norm(self.to_numpy(t), norm_type) for t in tensors]
 
+    def all_finite(self, tensor: Any) -> bool:
+        """Whether every value of ``tensor`` is finite: its sum, read once (a NaN or an
+        infinity makes it NaN or infinite), checked value by value only when it is not (a sum
+        of large finite values may overflow). What a per-step NaN watch asks: cheaper than a
+        norm, and exact."""
+        a = self.to_numpy(tensor)
+        if a.dtype.kind not in "fc":
+            return True
+        with np.errstate(over="ignore", invalid="ignore"):
+            total = np.add.reduce(a, axis=None)
+        return bool(np.isfinite(total)) or bool(np.isfinite(a).all())
+
     @abstractmethod
     def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
                               **kwargs: Any) -> None:

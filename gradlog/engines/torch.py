@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -70,8 +71,10 @@ class TorchEngine(Engine):
             return read_only(self._converted(t))
 
     def _converted(self, t: Any) -> np.ndarray:
-        if t.layout != self.torch.strided:
-            t = t.to_dense()
+        if t.layout == self.torch.sparse_coo:  # (its stored values, duplicates summed)
+            t = t.coalesce().values()
+        elif t.layout != self.torch.strided:
+            t = t.values()
         if t.is_quantized:
             t = t.dequantize()
         if t.device.type != "cpu":
@@ -126,6 +129,20 @@ class TorchEngine(Engine):
                 t = t.float()
             out.append(float(torch.linalg.vector_norm(t, norm_type)))
         return out
+
+    def all_finite(self, tensor: Any) -> bool:
+        # the sum where the tensor lives (one small read), every value only if it is not finite
+        t = tensor.detach()
+        if not (t.is_floating_point() or t.is_complex()):
+            return True
+        if t.layout == self.torch.sparse_coo:  # (its stored values, duplicates summed)
+            t = t.coalesce().values()
+        elif t.layout != self.torch.strided:
+            t = t.values()
+        total = t.sum()
+        if t.is_complex():
+            return bool(self.torch.isfinite(total)) or bool(self.torch.isfinite(t).all())
+        return math.isfinite(total.item()) or bool(self.torch.isfinite(t).all())
 
     def clip_grads_with_norm_(self, parameters: Any, max_norm: float, total_norm: Any,
                               **kwargs: Any) -> None:

@@ -159,3 +159,26 @@ def test_nonfinite_is_found_in_steps_given_a_closure(engine, tmp_path):
     found = {f.kind: f for f in diagnose(read_trace(str(tmp_path)))}["nonfinite"]
     assert found.first_step == 6
     assert found.evidence["where"] == "backward"
+
+
+@pytest.mark.parametrize("engine", ["gradlog", "torch"], indirect=True)
+def test_large_finite_gradients_are_not_taken_for_nan(engine, tmp_path):
+    # gradients near 1e25 are finite, but their squares overflow float32: the per-step watch
+    # asks whether every value is finite, not whether a norm is (steps 1-3 measure nothing)
+    lib = engine
+    lib.manual_seed(0)
+    data = teacher_data(64)
+    model = mlp(lib, [8, 16, 3])
+    opt = lib.optim.SGD(model.parameters(), lr=0.0)
+    x, y = lib.from_numpy(data[0]), lib.from_numpy(data[1])
+    doctor = Doctor(every=100, check_every=1)
+    with gl.watch(model, opt, logdir=str(tmp_path), plugins=(doctor,)):
+        for step in range(4):
+            opt.zero_grad()
+            loss = lib.nn.functional.cross_entropy(model(x[step * 8:step * 8 + 8]),
+                                                   y[step * 8:step * 8 + 8])
+            (loss * (1e25 if step else 1.0)).backward()
+            assert np.isfinite(model[0].bias.grad.numpy()).all()
+            opt.step()
+    assert "nonfinite" not in doctor.findings
+    assert "doctor/nonfinite" not in read_trace(str(tmp_path)).texts

@@ -168,3 +168,46 @@ def test_sums_of_squares_on_the_host_and_on_the_device_equal_float64(dtype) -> N
                  device.squares_on_device([before])()[0]]
     assert got == pytest.approx(expected, rel=1e-12)
     assert on_device == pytest.approx(expected, rel=1e-12)
+
+
+def _finite_cases(dtype):
+    big = float(np.finfo(dtype).max)
+    rng = np.random.default_rng(0)
+    plain = rng.standard_normal(257).astype(dtype)
+    cases = {"plain": plain, "empty": np.zeros(0, dtype),
+             "overflowing sum of finite values": np.full(8, big, dtype),
+             "+inf and -inf": np.array([np.inf, -np.inf, 1.0], dtype)}
+    for name, value in (("nan", np.nan), ("+inf", np.inf), ("-inf", -np.inf)):
+        one = plain.copy()
+        one[100] = value
+        cases[name] = one
+    return cases
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("engine", [GradlogEngine, TorchEngine], ids=["gradlog", "torch"])
+def test_all_finite_is_numpys_isfinite_all(engine, dtype) -> None:
+    eng = engine()
+    for name, values in _finite_cases(dtype).items():
+        with np.errstate(over="ignore"):
+            expected = bool(np.isfinite(values).all())
+        assert eng.all_finite(eng.from_numpy(values)) is expected, name
+    assert eng.all_finite(eng.from_numpy(np.array([1, 2], np.int64))) is True
+
+
+def test_all_finite_of_torch_bfloat16_complex_and_sparse_tensors() -> None:
+    eng = TorchEngine()
+    bf = torch.full((5,), 3e38, dtype=torch.bfloat16)  # (a sum that overflows)
+    assert eng.all_finite(bf) is True
+    bf[2] = float("nan")
+    assert eng.all_finite(bf) is False
+    z = torch.tensor([1 + 2j, 3 - 1j])
+    assert eng.all_finite(z) is True
+    assert eng.all_finite(torch.tensor([1 + 2j, complex(float("inf"), 0)])) is False
+    sparse = torch.tensor([[0.0, float("nan")], [1.0, 0.0]]).to_sparse()
+    assert eng.all_finite(sparse) is False
+    assert eng.all_finite(torch.eye(2).to_sparse()) is True
+    assert eng.all_finite(torch.eye(2).to_sparse_csr()) is True
+    assert eng.all_finite(torch.tensor([[0.0, float("inf")]]).to_sparse_csr()) is False
+    twice = torch.sparse_coo_tensor([[0, 0]], [float("inf"), float("-inf")], (2,))  # (NaN)
+    assert eng.all_finite(twice) is False
