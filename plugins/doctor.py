@@ -5,7 +5,6 @@ finding once, when it first shows."""
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import sys
@@ -261,7 +260,7 @@ class Doctor(Plugin):
     def _log_later(self, tags: list[str], numbers: Callable[[], list], step: int) -> None:
         """``numbers()`` (a number or None per tag, None logging nothing) is asked for on the
         writer's thread, and by the rules when they next look (:meth:`_traced`)."""
-        numbers = functools.cache(numbers)
+        numbers = _Once(numbers)
         self._pending.setdefault(step, []).append((tags, numbers))
         self._untraced.append((step, tags, numbers))
 
@@ -409,6 +408,25 @@ class Doctor(Plugin):
         self.findings = {kind: Finding(**found)
                          for kind, found in dict(state.get("reported", {})).items()}
         self._nonfinite_seen = bool(state.get("nonfinite_seen", False))
+
+
+class _Once:
+    """A function's result, computed at the first call (on the writer's thread or by the
+    rules) and the function then dropped: it holds the step's snapshots of the weights and
+    activations, which the rules' list of untraced points would otherwise keep alive until
+    the next check, ``check_every / every`` measuring steps of copies."""
+
+    def __init__(self, function: Callable[[], list]) -> None:
+        self._function: Callable[[], list] | None = function
+        self._value: list = []
+
+    def __call__(self) -> list:
+        function = self._function  # (one read: another thread may finish it meanwhile)
+        if function is None:
+            return self._value
+        self._value = function()
+        self._function = None
+        return self._value
 
 
 def _nan_sentinel(named: list) -> Any:
