@@ -5,14 +5,13 @@ finding once, when it first shows."""
 
 from __future__ import annotations
 
-import functools
 import json
+import math
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 from gradlog_plugins.activation_stats import activation_kind, unit_stats
 from gradlog_plugins.histogram import update_ratios
 
@@ -32,7 +31,8 @@ class Options:
                 "rules count these points: a smaller N finds problems sooner, at more cost)",
         "min": 1})
     check_every: int = field(default=200, metadata={
-        "help": "apply the rules every N steps (and at the end of training)", "min": 1})
+        "help": "apply the rules every N steps, to the points measured before that step "
+                "(and at the end of training, to all)", "min": 1})
     action: Literal["warn", "stop"] = field(default="warn", metadata={
         "help": "on a finding: 'warn' (one console line, text doctor/findings) or 'stop' "
                 "(also end the run cleanly: gradlog train saves a checkpoint)"})
@@ -65,8 +65,9 @@ class Doctor(Plugin):
     watches for NaN/Inf: on the first non-finite step it finds the origin before the update
     is applied (the first module whose output is non-finite when the step's input is passed
     again, in an internal pass, or else the first parameter in backward order whose gradient
-    is) and logs it to ``doctor/nonfinite``. The rules run every ``check_every`` steps and at
-    the end; each
+    is) and logs it to ``doctor/nonfinite``. The rules run every ``check_every`` steps (on the
+    points measured before that step: that step's own are still being computed on the
+    writer's thread) and at the end; each
     finding is printed once, logged to the text ``doctor/findings`` (and every finding so far
     as JSON to ``doctor/findings_json``: the Gradient flow tab marks the rows they name), and
     with ``action=stop`` (or its kind in ``stop_on``) ends the run cleanly. With ``gradlog
@@ -205,20 +206,19 @@ class Doctor(Plugin):
     def on_before_optimizer_step(self, run: Any) -> None:
         if not self._due(run):
             return
-        step = run.step
         by_module: dict[str, list[float]] = {}
         present = [(n, p) for n, p in self._params if p.grad is not None]
         norms = run.engine.norms([p.grad for _, p in present])
         for (n, _), norm in zip(present, norms):
             by_module.setdefault(_owner(n), []).append(norm)
-        for module, parts in by_module.items():
-            self._log(run, f"doctor/grad_norm/{module}", _l2(parts), step)
-        self._log(run, "doctor/grad_norm", _l2(norms), step)
-        for n, p in self._optimized:
-            self._log(run, f"doctor/no_grad/{n}", float(p.grad is None), step)
+        logged = {f"doctor/grad_norm/{module}": _l2(parts) for module, parts in by_module.items()}
+        logged["doctor/grad_norm"] = _l2(norms)
+        logged.update((f"doctor/no_grad/{n}", float(p.grad is None)) for n, p in self._optimized)
         if self._carried is not None:
-            self._log(run, "doctor/grad_carried_over", self._carried, step)
+            logged["doctor/grad_carried_over"] = self._carried
             self._carried = None
+        values = list(logged.values())
+        self._log_later(list(logged), lambda: values, run.step)
         # snapshots where the weights live, in their own dtype (the engine subtracts in float64)
         self._before = dict(zip([n for n, _ in self._params],
                                 run.engine.snapshot([p for _, p in self._params])))
@@ -242,7 +242,7 @@ class Doctor(Plugin):
             self.trace.add_scalar("train/loss", run.step, value)
         if run.step - self._checked >= self.options.check_every:
             self._checked = run.step
-            self._check(run)
+            self._check(run, before=run.step)
 
     def on_validation_end(self, run: Any, metrics: dict) -> None:
         loss = metrics.get("val/loss", metrics.get("val_loss"))
@@ -257,18 +257,23 @@ class Doctor(Plugin):
             run.say(self.summary(), self.brief_summary())
 
     # -- measuring ----------------------------------------------------------------------------
-    def _log(self, run: Any, tag: str, value: float, step: int) -> None:
-        self._log_later([tag], lambda: [value], step)
-
     def _log_later(self, tags: list[str], numbers: Callable[[], list], step: int) -> None:
         """``numbers()`` (a number or None per tag, None logging nothing) is asked for on the
         writer's thread, and by the rules when they next look (:meth:`_traced`)."""
-        numbers = functools.cache(numbers)
+        numbers = _Once(numbers)
         self._pending.setdefault(step, []).append((tags, numbers))
         self._untraced.append((step, tags, numbers))
 
-    def _traced(self) -> None:
-        untraced, self._untraced = self._untraced, []
+    def _traced(self, before: int | None = None) -> None:
+        """Give the rules the measured numbers (of the steps before ``before`` only: the
+        writer's thread is still computing that step's, and asking now would compute them
+        on the training thread; they come with the next check)."""
+        untraced = self._untraced
+        if before is None:
+            self._untraced = []
+        else:
+            self._untraced = [each for each in untraced if each[0] >= before]
+            untraced = [each for each in untraced if each[0] < before]
         for step, tags, numbers in untraced:
             for tag, value in zip(tags, numbers()):
                 if value is not None:
@@ -352,8 +357,8 @@ class Doctor(Plugin):
         return found[0] if found else None
 
     # -- findings -----------------------------------------------------------------------------
-    def _check(self, run: Any, final: bool = False) -> None:
-        self._traced()
+    def _check(self, run: Any, final: bool = False, before: int | None = None) -> None:
+        self._traced(before)
         new = [f for f in diagnose(self.trace, self.rules)
                if f.kind not in self.findings and f.kind not in self.options.ignore]
         if not new:
@@ -405,6 +410,25 @@ class Doctor(Plugin):
         self._nonfinite_seen = bool(state.get("nonfinite_seen", False))
 
 
+class _Once:
+    """A function's result, computed at the first call (on the writer's thread or by the
+    rules) and the function then dropped: it holds the step's snapshots of the weights and
+    activations, which the rules' list of untraced points would otherwise keep alive until
+    the next check, ``check_every / every`` measuring steps of copies."""
+
+    def __init__(self, function: Callable[[], list]) -> None:
+        self._function: Callable[[], list] | None = function
+        self._value: list = []
+
+    def __call__(self) -> list:
+        function = self._function  # (one read: another thread may finish it meanwhile)
+        if function is None:
+            return self._value
+        self._value = function()
+        self._function = None
+        return self._value
+
+
 def _nan_sentinel(named: list) -> Any:
     """The smallest parameter of the first module: a NaN or Inf born in the forward pass, in
     the loss or in backward flows back to the first module's gradients, so one small
@@ -420,7 +444,8 @@ _ACTIVATION_TAGS = {"std": "activation_std", "dead_fraction": "dead_fraction",
 
 
 def _l2(norms: list[float]) -> float:
-    return float(np.sqrt(np.sum(np.square(np.asarray(norms, dtype=np.float64)))))
+    # (NaN whenever a norm is NaN, as the squares' sum; no array for a few numbers)
+    return math.sqrt(math.fsum(n * n for n in norms))
 
 
 def _markdown(finding: Finding) -> str:

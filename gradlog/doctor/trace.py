@@ -59,13 +59,30 @@ class Trace:
 
     scalars: dict[str, dict[int, float]] = field(default_factory=dict)
     texts: dict[str, dict[int, str]] = field(default_factory=dict)
-    # statistic name -> its series, until the next point (the live doctor asks often)
-    _cache: dict[str, dict[str, Series]] = field(default_factory=dict, repr=False,
-                                                 compare=False)
+    # The live doctor asks for every statistic at each check, a point or a few dozen later:
+    # each tag's series is kept, and points added after its last step are appended to it
+    # (any other point rebuilds that tag's series), so a check costs the new points, not
+    # the run so far. Statistic name -> {layer: tag}, until a new tag appears.
+    _kept: dict[str, Series] = field(default_factory=dict, repr=False, compare=False)
+    _added: dict[str, list[tuple[int, float]]] = field(default_factory=dict, repr=False,
+                                                       compare=False)
+    _layers: dict[str, dict[str, str]] = field(default_factory=dict, repr=False,
+                                               compare=False)
 
     def add_scalar(self, tag: str, step: int, value: float) -> None:
-        self.scalars.setdefault(tag, {})[int(step)] = float(value)
-        self._cache.clear()
+        points = self.scalars.get(tag)
+        if points is None:
+            points = self.scalars[tag] = {}
+            self._layers.clear()
+        step, value = int(step), float(value)
+        added, kept = self._added.get(tag), self._kept.get(tag)
+        if added is not None and step > added[-1][0]:
+            added.append((step, value))
+        elif added is None and kept is not None and step > int(kept.steps[-1]):
+            self._added[tag] = [(step, value)]
+        else:
+            self._forget(tag)
+        points[step] = value
 
     def add_text(self, tag: str, step: int, text: str) -> None:
         self.texts.setdefault(tag, {})[int(step)] = text
@@ -75,17 +92,40 @@ class Trace:
         for points in (*self.scalars.values(), *self.texts.values()):
             for late in [s for s in points if s >= step]:
                 del points[late]
-        self._cache.clear()
+        self._kept.clear()
+        self._added.clear()
+        self._layers.clear()
+
+    def _forget(self, tag: str) -> None:
+        self._kept.pop(tag, None)
+        self._added.pop(tag, None)
+
+    def series(self, tag: str) -> Series:
+        """The points of ``tag`` by step."""
+        kept = self._kept.get(tag)
+        added = self._added.pop(tag, None)
+        if kept is None:
+            kept = _series(self.scalars[tag])
+        elif added:
+            kept = Series(np.concatenate([kept.steps, np.fromiter(
+                (s for s, _ in added), dtype=np.int64, count=len(added))]),
+                np.concatenate([kept.values, np.fromiter(
+                    (v for _, v in added), dtype=np.float64, count=len(added))]))
+        if kept.steps.size:
+            kept.steps.flags.writeable = kept.values.flags.writeable = False  # (kept: shared)
+            self._kept[tag] = kept
+        return kept
 
     def statistic(self, name: str) -> dict[str, Series]:
         """``{layer: Series}`` of the statistic ``name`` (the layer ``""`` for a statistic of
         the whole run). Where several tags give one layer's values, the first pattern of
         ``STATISTICS`` that matches any tag wins for that layer (the doctor's own first)."""
-        if name not in self._cache:
-            self._cache[name] = self._statistic(name)
-        return self._cache[name]
+        if name not in self._layers:
+            self._layers[name] = self._tags(name)
+        return {layer: self.series(tag) for layer, tag in self._layers[name].items()
+                if self.scalars[tag]}
 
-    def _statistic(self, name: str) -> dict[str, Series]:
+    def _tags(self, name: str) -> dict[str, str]:
         found: dict[str, tuple[int, str]] = {}
         for tag in self.scalars:
             for rank, pattern in enumerate(_COMPILED[name]):
@@ -96,8 +136,7 @@ class Trace:
                 if layer not in found or rank < found[layer][0]:
                     found[layer] = (rank, tag)
                 break
-        return {layer: _series(self.scalars[tag]) for layer, (_, tag) in found.items()
-                if self.scalars[tag]}
+        return {layer: tag for layer, (_, tag) in found.items()}
 
     def tags_of(self, name: str) -> list[str]:
         """The tags the statistic ``name`` was read from (evidence for a finding)."""

@@ -70,6 +70,33 @@ def test_series_are_sorted_by_step():
     assert s.steps.tolist() == [1, 3, 5] and s.values.tolist() == [1.0, 3.0, 5.0]
 
 
+def test_series_asked_between_points_equal_the_points_so_far():
+    # the live doctor asks at every check; in between: points after the last, a step again
+    # (replaced), an earlier step, a new tag, a purge
+    rng = np.random.default_rng(0)
+    trace, asked = Trace(), 0
+    moves = [(int(s), 0) for s in range(0, 60, 3)] + [(9, 1), (4, 1), (70, 0), (71, 0),
+                                                      (65, 2), (80, 0), (30, 3), (81, 0)]
+    for step, kind in moves:
+        if kind == 3:
+            trace.purge(step)
+        else:
+            tag = "doctor/grad_norm/fc" if kind != 2 else "doctor/grad_norm/conv"
+            trace.add_scalar(tag, step, float(rng.standard_normal()))
+        if rng.random() < 0.5:
+            asked += 1
+            for layer, s in trace.statistic("grad_norm").items():
+                points = trace.scalars[f"doctor/grad_norm/{layer}"]
+                assert s.steps.tolist() == sorted(points)
+                assert s.values.tolist() == [points[k] for k in sorted(points)]
+                assert not s.values.flags.writeable  # (kept between checks)
+    assert asked > 5
+    assert trace.statistic("grad_norm")["fc"].steps.tolist()[-3:] == [24, 27, 81]
+    for step in (90, 85, 95):  # (an earlier step between two later ones, not asked between)
+        trace.add_scalar("doctor/grad_norm/fc", step, float(step))
+    assert trace.statistic("grad_norm")["fc"].steps.tolist()[-5:] == [27, 81, 85, 90, 95]
+
+
 def test_missing_or_empty_logdir_is_a_clear_error(tmp_path):
     with pytest.raises(DoctorError, match="no such directory"):
         run_directories(str(tmp_path / "nope"))

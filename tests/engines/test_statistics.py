@@ -263,3 +263,5 @@ def test_all_finite_of_torch_bfloat16_complex_and_sparse_tensors() -> None:
     csr = torch.tensor([[0.0, float("inf")], [1.0, 0.0]]).to_sparse_csr()
     assert eng.all_finite(csr) is False
     assert eng.all_finite(torch.eye(2).to_sparse_csr()) is True
+    twice = torch.sparse_coo_tensor([[0, 0]], [float("inf"), float("-inf")], (2,))  # (NaN)
+    assert eng.all_finite(twice) is False
