@@ -93,5 +93,5 @@ def value_summary(values: np.ndarray, bounds: tuple[float, float] | None = None
     centred = np.array(values, dtype=np.float64).reshape(-1)
     mean = float(centred.mean())
     centred -= mean
-    std = math.sqrt(float(np.dot(centred, centred)) / centred.size)
+    std = math.sqrt(float(np.einsum("i,i->", centred, centred)) / centred.size)  # (not BLAS)
     return ValueSummary(mean, std, outside, float(dead.mean()) if dead.size else 0.0)
