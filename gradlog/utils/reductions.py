@@ -77,13 +77,21 @@ class ValueSummary(NamedTuple):
 def value_summary(values: np.ndarray, bounds: tuple[float, float] | None = None
                   ) -> ValueSummary:
     """:class:`ValueSummary` of an array, in float64 (the reference every engine equals)."""
-    a = np.asarray(values, dtype=np.float64)
-    if a.size == 0:
+    values = np.asarray(values)
+    if values.size == 0:
         return ValueSummary(0.0, 0.0, math.nan if bounds is None else 0.0, 0.0)
     outside = math.nan
     if bounds is not None:
-        outside = float(np.mean((a < bounds[0]) | (a > bounds[1])))
-    units = a.reshape(a.shape[0], a.shape[1], -1) if a.ndim >= 2 else a.reshape(1, 1, -1)
-    dead = np.all(units <= 0, axis=(0, 2))
-    return ValueSummary(float(a.mean()), float(a.std()), outside,
-                        float(dead.mean()) if dead.size else 0.0)
+        outside = float(np.mean((values < bounds[0]) | (values > bounds[1])))
+    units = values.reshape(values.shape[0], values.shape[1], -1) if values.ndim >= 2 else \
+        values.reshape(1, 1, -1)
+    # (a unit is dead when its largest value is <= 0; a NaN keeps it alive, as in
+    # all(units <= 0))
+    dead = np.max(units, axis=(0, 2)) <= 0
+    # two passes in float64 in one copy of the values, centred in place (numpy's std makes
+    # two more whole-array temporaries)
+    centred = np.array(values, dtype=np.float64).reshape(-1)
+    mean = float(centred.mean())
+    centred -= mean
+    std = math.sqrt(float(np.einsum("i,i->", centred, centred)) / centred.size)  # (not BLAS)
+    return ValueSummary(mean, std, outside, float(dead.mean()) if dead.size else 0.0)

@@ -4,6 +4,7 @@ fails when the engine's class is defined), and the shared behaviours hold on its
 from __future__ import annotations
 
 import importlib.util
+import math
 
 import numpy as np
 import pytest
@@ -96,3 +97,7 @@ def test_engine_summaries_equal_the_float64_reference(name) -> None:
             np.testing.assert_allclose(summary, value_summary(a, bounds), rtol=1e-12,
                                        atol=1e-15)
     assert engine.summaries([engine.from_numpy(values)])()[0].dead_units == 0.2
+    # a NaN keeps its unit alive (it is not <= 0), and makes the mean and std NaN
+    values[0, 2, 0] = np.nan
+    summary = engine.summaries([engine.from_numpy(values)])()[0]
+    assert summary.dead_units == 0.0 and math.isnan(summary.mean) and math.isnan(summary.std)
