@@ -4,6 +4,7 @@ model wrapper both engines share."""
 from __future__ import annotations
 
 import gc
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -19,6 +20,18 @@ TIMER = time.process_time
 # Set (by run.py's --system-malloc) when the processes a workload launches are to leave glibc's
 # malloc alone; otherwise they keep freed memory for reuse, as run.py's own process does.
 SYSTEM_MALLOC = "GRADLOG_BENCH_SYSTEM_MALLOC"
+
+
+def offline_wandb(directory: str) -> None:
+    """wandb offline, quiet, and writing only under ``directory`` (its settings and cache
+    too): nothing goes to the network or outside the benchmark's temporary directory."""
+    for name, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"),
+                        ("WANDB_CONSOLE", "off"), ("WANDB_DISABLE_GIT", "true"),
+                        ("WANDB_DISABLE_CODE", "true"), ("WANDB_DIR", directory),
+                        ("WANDB_CONFIG_DIR", os.path.join(directory, "config")),
+                        ("WANDB_CACHE_DIR", os.path.join(directory, "cache")),
+                        ("WANDB_DATA_DIR", os.path.join(directory, "data"))):
+        os.environ[name] = value
 
 
 def use_wall_clock() -> None:

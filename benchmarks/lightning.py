@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import torch_or_none
+from .common import offline_wandb, torch_or_none
 from .mlp import LR, MOMENTUM, make_batches, make_weights, torch_mlp
 
 WARMUP = 10
@@ -119,18 +119,6 @@ def _wandb_installed() -> bool:
     return importlib.util.find_spec("wandb") is not None
 
 
-def _offline_wandb(directory: str) -> None:
-    """wandb offline, quiet, and writing only under ``directory`` (its settings and cache
-    too): nothing goes to the network or outside the benchmark's temporary directory."""
-    for name, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"),
-                        ("WANDB_CONSOLE", "off"), ("WANDB_DISABLE_GIT", "true"),
-                        ("WANDB_DISABLE_CODE", "true"), ("WANDB_DIR", directory),
-                        ("WANDB_CONFIG_DIR", os.path.join(directory, "config")),
-                        ("WANDB_CACHE_DIR", os.path.join(directory, "cache")),
-                        ("WANDB_DATA_DIR", os.path.join(directory, "data"))):
-        os.environ[name] = value
-
-
 def _nothing() -> None:
     pass
 
@@ -161,7 +149,7 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         wandb = _wandb_installed()
         if wandb:
             names += ("wandb watch",)
-            _offline_wandb(os.path.join(tmp, "wandb"))
+            offline_wandb(os.path.join(tmp, "wandb"))
         seconds: dict[str, list[float]] = {n: [] for n in names}
         cpu: dict[str, list[float]] = {n: [] for n in names}
         for r in range(blocks):

@@ -47,6 +47,7 @@ from .common import (
     device_clock,
     device_missing,
     interleaved_copies,
+    offline_wandb,
     torch_or_none,
 )
 from .mlp import TorchMLP, make_batches, make_weights
@@ -72,7 +73,7 @@ def _wandb_watched(weights: list, logdir: str,
         import wandb
     except ImportError:
         return None
-    os.environ.setdefault("WANDB_SILENT", "true")
+    offline_wandb(logdir)
     run = wandb.init(mode="offline", dir=logdir, project="gradlog-w7", reinit=True)
     models = [TorchMLP(weights, device) for _ in range(COPIES)]
     for model in models:  # (one run watches them all, as wandb.watch allows)

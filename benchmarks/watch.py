@@ -32,7 +32,7 @@ import tempfile
 import time
 from typing import Any
 
-from .common import Copies, cycler, interleaved, interleaved_copies, torch_or_none
+from .common import Copies, cycler, interleaved, interleaved_copies, offline_wandb, torch_or_none
 from .mlp import GradlogMLP, make_batches, make_weights
 
 HISTOGRAM_DEFAULTS = "histogram"
@@ -198,12 +198,12 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
 def _wandb_watched(weights: list, contenders: dict, directory: str) -> Any:
     if importlib.util.find_spec("wandb") is None:
         return None
-    os.environ.setdefault("WANDB_SILENT", "true")
+    os.makedirs(directory)
+    offline_wandb(directory)
     import wandb
 
     from .mlp import TorchMLP
     model = TorchMLP(weights)
-    os.makedirs(directory)
     wandb_run = wandb.init(mode="offline", dir=directory)
     wandb.watch(model.model, log="all", log_freq=1)
     step = cycler(model, make_batches(16))
