@@ -71,10 +71,8 @@ class TorchEngine(Engine):
             return read_only(self._converted(t))
 
     def _converted(self, t: Any) -> np.ndarray:
-        if t.layout == self.torch.sparse_coo:  # (its stored values, duplicates summed)
-            t = t.coalesce().values()
-        elif t.layout != self.torch.strided:
-            t = t.values()
+        if t.layout != self.torch.strided:
+            t = t.to_dense()
         if t.is_quantized:
             t = t.dequantize()
         if t.device.type != "cpu":

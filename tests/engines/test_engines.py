@@ -46,6 +46,12 @@ def test_to_numpy_of_an_array_is_a_read_only_view_not_a_copy():
     assert np.shares_memory(view, array) and not view.flags.writeable
 
 
+def test_to_numpy_of_a_sparse_tensor_is_its_dense_values(te):
+    dense = torch.tensor([[0.0, 2.0, 0.0], [1.5, 0.0, -3.0]])
+    for sparse in (dense.to_sparse(), dense.to_sparse_csr()):
+        assert np.array_equal(te.to_numpy(sparse), dense.numpy())  # (its shape, zeros too)
+
+
 @pytest.mark.parametrize("p", [1.0, 2.0, 3.5, math.inf])
 def test_gradlog_norms_are_each_tensors_p_norm(p):
     rows = np.random.default_rng(0).standard_normal((3, 500)).astype(np.float32)
