@@ -18,6 +18,7 @@ from gradlog_plugins.histogram import update_ratios
 from gradlog.doctor import KINDS, Finding, Trace, diagnose, rules_with, to_json
 from gradlog.doctor.trace import NONFINITE_TEXT
 from gradlog.plugin import Plugin, StopTraining
+from gradlog.utils.once import computed_once
 
 # The findings so far as ``{"findings": [...]}`` (``gradlog doctor --json``'s form) in a JSON
 # code block: the Gradient flow tab marks the rows they name.
@@ -260,7 +261,7 @@ class Doctor(Plugin):
     def _log_later(self, tags: list[str], numbers: Callable[[], list], step: int) -> None:
         """``numbers()`` (a number or None per tag, None logging nothing) is asked for on the
         writer's thread, and by the rules when they next look (:meth:`_traced`)."""
-        numbers = _Once(numbers)
+        numbers = computed_once(numbers)  # (dropped once computed: it holds the step's copies)
         self._pending.setdefault(step, []).append((tags, numbers))
         self._untraced.append((step, tags, numbers))
 
@@ -408,25 +409,6 @@ class Doctor(Plugin):
         self.findings = {kind: Finding(**found)
                          for kind, found in dict(state.get("reported", {})).items()}
         self._nonfinite_seen = bool(state.get("nonfinite_seen", False))
-
-
-class _Once:
-    """A function's result, computed at the first call (on the writer's thread or by the
-    rules) and the function then dropped: it holds the step's snapshots of the weights and
-    activations, which the rules' list of untraced points would otherwise keep alive until
-    the next check, ``check_every / every`` measuring steps of copies."""
-
-    def __init__(self, function: Callable[[], list]) -> None:
-        self._function: Callable[[], list] | None = function
-        self._value: list = []
-
-    def __call__(self) -> list:
-        function = self._function  # (one read: another thread may finish it meanwhile)
-        if function is None:
-            return self._value
-        self._value = function()
-        self._function = None
-        return self._value
 
 
 def _nan_sentinel(named: list) -> Any:

@@ -15,7 +15,6 @@ register themselves, and ``gradlog.engines.engine_for(model)`` asks each one whe
 from __future__ import annotations
 
 import contextlib
-import threading
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, TextIO
 
 import numpy as np
 
+from ..utils.once import computed_once
 from ..utils.reductions import ValueSummary, all_finite, vector_norm
 from ..utils.run_hooks import RunHook
 
@@ -62,21 +62,6 @@ def read_only(array: np.ndarray) -> np.ndarray:
     view = array.view()
     view.flags.writeable = False
     return view
-
-
-def computed_once(compute: Callable[[], Any]) -> Callable[[], Any]:
-    """``compute``'s result, computed by the first call and returned by every call: a
-    statistics function may be asked by two writers' threads at once (a rank's own sub-run
-    and the run), and the counting reorders its own copies, which two callers must not do
-    together."""
-    lock, done = threading.Lock(), []
-
-    def result() -> Any:
-        with lock:
-            if not done:
-                done.append(compute())
-            return done[0]
-    return result
 
 
 def map_tensors(obj: Any, is_tensor: Callable[[Any], bool], convert: Callable[[Any], Any]) -> Any:
