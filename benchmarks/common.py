@@ -3,11 +3,12 @@ model wrapper both engines share."""
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,16 +23,26 @@ TIMER = time.process_time
 SYSTEM_MALLOC = "GRADLOG_BENCH_SYSTEM_MALLOC"
 
 
-def offline_wandb(directory: str) -> None:
-    """wandb offline, quiet, and writing only under ``directory`` (its settings and cache
-    too): nothing goes to the network or outside the benchmark's temporary directory."""
-    for name, value in (("WANDB_MODE", "offline"), ("WANDB_SILENT", "true"),
-                        ("WANDB_CONSOLE", "off"), ("WANDB_DISABLE_GIT", "true"),
-                        ("WANDB_DISABLE_CODE", "true"), ("WANDB_DIR", directory),
-                        ("WANDB_CONFIG_DIR", os.path.join(directory, "config")),
-                        ("WANDB_CACHE_DIR", os.path.join(directory, "cache")),
-                        ("WANDB_DATA_DIR", os.path.join(directory, "data"))):
-        os.environ[name] = value
+@contextlib.contextmanager
+def offline_wandb(directory: str) -> Iterator[None]:
+    """wandb offline and quiet inside the block, writing only under ``directory`` (its runs,
+    settings, cache, staging and artifacts): nothing goes to the network or outside the
+    benchmark's temporary directory. The environment is as it was afterwards."""
+    os.makedirs(directory, exist_ok=True)
+    names = {"WANDB_MODE": "offline", "WANDB_SILENT": "true", "WANDB_CONSOLE": "off",
+             "WANDB_DISABLE_GIT": "true", "WANDB_DISABLE_CODE": "true", "WANDB_DIR": directory,
+             **{f"WANDB_{kind.upper()}_DIR": os.path.join(directory, kind)
+                for kind in ("config", "cache", "data", "artifact")}}
+    before = {name: os.environ.get(name) for name in names}
+    os.environ.update(names)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def use_wall_clock() -> None:

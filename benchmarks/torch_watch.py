@@ -73,7 +73,6 @@ def _wandb_watched(weights: list, logdir: str,
         import wandb
     except ImportError:
         return None
-    offline_wandb(logdir)
     run = wandb.init(mode="offline", dir=logdir, project="gradlog-w7", reinit=True)
     models = [TorchMLP(weights, device) for _ in range(COPIES)]
     for model in models:  # (one run watches them all, as wandb.watch allows)
@@ -116,7 +115,8 @@ def run(quick: bool, blocks: int, device: str = "cpu") -> dict[str, Any]:
     if missing is not None:
         print(f"W7: {missing}", file=sys.stderr, flush=True)
         return {"W7": {"skipped": missing}}
-    with tempfile.TemporaryDirectory(prefix="gradlog-w7-", ignore_cleanup_errors=True) as logdir:
+    with tempfile.TemporaryDirectory(prefix="gradlog-w7-", ignore_cleanup_errors=True) as logdir, \
+            offline_wandb(os.path.join(logdir, "wandb-home")):
         return _run_in(logdir, quick, blocks, device)
 
 

@@ -167,15 +167,19 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
                    plugins=[HISTOGRAM_DEFAULTS + ":every=1"])
     contenders = {"plain": cycler(plain, batches), "gradlog": cycler(watched, batches)}
     after_block = {"gradlog": run.writer.flush}
-    wandb_run = _wandb_watched(weights, contenders, os.path.join(logdir, "wandb"))
     try:
-        t = interleaved(contenders, blocks=2 if quick else 9, per_block=4 if quick else PER_BLOCK,
-                        warmup=1 if quick else PER_BLOCK, timer=time.perf_counter,
-                        after_block=after_block)
+        with offline_wandb(os.path.join(logdir, "wandb-home")):
+            wandb_run = _wandb_watched(weights, contenders, os.path.join(logdir, "wandb"))
+            try:
+                t = interleaved(contenders, blocks=2 if quick else 9,
+                                per_block=4 if quick else PER_BLOCK,
+                                warmup=1 if quick else PER_BLOCK, timer=time.perf_counter,
+                                after_block=after_block)
+            finally:
+                if wandb_run is not None:
+                    wandb_run.finish()
     finally:
         run.close()
-        if wandb_run is not None:
-            wandb_run.finish()
         shutil.rmtree(logdir, ignore_errors=True)
     out: dict[str, Any] = {"gradlog/plain (wall)": t["gradlog"].median / t["plain"].median,
                            "gradlog/plain (process cpu)": (t["gradlog"].cpu_median
@@ -199,7 +203,6 @@ def _wandb_watched(weights: list, contenders: dict, directory: str) -> Any:
     if importlib.util.find_spec("wandb") is None:
         return None
     os.makedirs(directory)
-    offline_wandb(directory)
     import wandb
 
     from .mlp import TorchMLP

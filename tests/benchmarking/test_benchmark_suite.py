@@ -235,3 +235,38 @@ def test_doctor_timing_reports_the_bare_again_ratio_beside_the_doctors(tmp_path,
     for name in engines:
         for key in (f"{name} doctor/bare", f"{name} bare again/bare"):
             assert np.isfinite(out[key]) and out[key] > 0, (key, out[key])
+
+
+def _w10(monkeypatch, scratch) -> dict:
+    pytest.importorskip("lightning")
+    from benchmarks import lightning
+
+    monkeypatch.setattr(lightning, "PER_BLOCK", 5)
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    return lightning.run(quick=False, blocks=1)["W10"]
+
+
+def test_w10_without_wandb_says_so_and_times_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setitem(__import__("sys").modules, "wandb", None)  # (as if not installed)
+    out = _w10(monkeypatch, tmp_path)
+    assert out["wandb watch"] == "wandb not installed: the WandbLogger.watch row is not measured"
+    assert not [key for key in out if key.startswith("wandb watch/")]
+    assert np.isfinite(out["gradlog callback/bare"]) and out["gradlog callback/bare"] > 0
+
+
+def test_w10_times_wandb_watch_offline_writing_only_in_its_temporary_directory(
+        tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    import os
+
+    home, scratch = tmp_path / "home", tmp_path / "tmp"
+    home.mkdir()
+    scratch.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    out = _w10(monkeypatch, scratch)
+    for key in ("wandb watch/bare", "wandb watch/bare (process cpu)"):
+        assert np.isfinite(out[key]) and out[key] > 0, (key, out[key])
+    assert "gradlog callback overhead / wandb watch's" in out and "wandb watch" not in out
+    assert list(home.iterdir()) == [] and list(scratch.iterdir()) == []
+    assert "WANDB_MODE" not in os.environ  # (the environment as it was)
