@@ -426,8 +426,9 @@ _ACTIVATION_TAGS = {"std": "activation_std", "dead_fraction": "dead_fraction",
 
 
 def _l2(norms: list[float]) -> float:
-    # (NaN whenever a norm is NaN, as the squares' sum; no array for a few numbers)
-    return math.sqrt(math.fsum(n * n for n in norms))
+    # (NaN whenever a norm is NaN, as the squares' sum; hypot scales, so large finite norms
+    # give their true size or inf, never an overflow error)
+    return math.nan if any(map(math.isnan, norms)) else math.hypot(*norms)
 
 
 def _markdown(finding: Finding) -> str:

@@ -182,8 +182,7 @@ class TorchStatistics:
                     a.reshape(1, 1, -1)
                 # (a unit is dead when its largest value is <= 0; a NaN keeps it alive, as in
                 # numpy's all(units <= 0))
-                dead = (units.amax(dim=(0, 2)) <= 0).double()
-                dead = dead.mean() if dead.numel() else torch.zeros_like(mean)
+                dead = (units.amax(dim=(0, 2)) <= 0).double().mean()  # (not empty: a unit)
                 out.append(torch.stack([mean, std, outside, dead]))
             return out
 

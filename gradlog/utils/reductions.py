@@ -94,4 +94,4 @@ def value_summary(values: np.ndarray, bounds: tuple[float, float] | None = None
     mean = float(centred.mean())
     centred -= mean
     std = math.sqrt(float(np.einsum("i,i->", centred, centred)) / centred.size)  # (not BLAS)
-    return ValueSummary(mean, std, outside, float(dead.mean()) if dead.size else 0.0)
+    return ValueSummary(mean, std, outside, float(dead.mean()))  # (a unit at least: not empty)

@@ -211,3 +211,12 @@ def test_measured_copies_are_freed_once_written_not_at_the_next_check(tmp_path):
             tracemalloc.stop()
     # (with the copies kept until the check: about 2 MiB more for each of 8 steps)
     assert held[2] - held[0] < 2**20, held
+
+
+def test_module_norms_of_exploding_float64_gradients_add_up_without_an_overflow_error():
+    # (squares above 1e308 each or in sum: the doctor measures exactly when gradients explode)
+    from gradlog_plugins.doctor import _l2
+    assert _l2([3e154, 4e154]) == pytest.approx(5e154, rel=1e-15)
+    assert _l2([1e300, 1e300]) == pytest.approx(2 ** 0.5 * 1e300, rel=1e-15)
+    assert _l2([1.0, float("inf")]) == float("inf")
+    assert np.isnan(_l2([float("inf"), float("nan")])) and _l2([]) == 0.0
