@@ -78,6 +78,15 @@ def torch_or_none() -> Any:
     return torch
 
 
+def wandb_or_none() -> Any:
+    """wandb, the anchor W4g, W7 and W10 measure against, or None where it is not installed."""
+    try:
+        import wandb
+    except ImportError:
+        return None
+    return wandb
+
+
 @dataclass
 class Timing:
     """Per-step (or per-call) seconds of one contender over the interleaved blocks, by the

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import offline_wandb, torch_or_none
+from .common import offline_wandb, torch_or_none, wandb_or_none
 from .mlp import LR, MOMENTUM, make_batches, make_weights, torch_mlp
 
 WARMUP = 10
@@ -119,11 +119,6 @@ def _fit(L: Any, weights: list, batches: list, logdir: str | None,
     return timer, module
 
 
-def _wandb_installed() -> bool:
-    import importlib.util
-    return importlib.util.find_spec("wandb") is not None
-
-
 def _nothing() -> None:
     pass
 
@@ -151,7 +146,7 @@ def run(quick: bool, blocks: int) -> dict[str, Any]:
         names: tuple[str, ...] = ("bare", "bare again", "gradlog callback",
                                   "callback, no plugins")
         plugins = {"gradlog callback": None, "callback, no plugins": ()}
-        wandb = _wandb_installed()
+        wandb = wandb_or_none() is not None
         if wandb:
             names += ("wandb watch",)
         seconds: dict[str, list[float]] = {n: [] for n in names}

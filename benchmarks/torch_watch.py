@@ -49,6 +49,7 @@ from .common import (
     interleaved_copies,
     offline_wandb,
     torch_or_none,
+    wandb_or_none,
 )
 from .mlp import TorchMLP, make_batches, make_weights
 
@@ -69,9 +70,8 @@ def _watched(weights: list, plugins: list, logdir: str,
 
 def _wandb_watched(weights: list, logdir: str,
                    device: str) -> tuple[list[TorchMLP], Any] | None:
-    try:
-        import wandb
-    except ImportError:
+    wandb = wandb_or_none()
+    if wandb is None:
         return None
     run = wandb.init(mode="offline", dir=logdir, project="gradlog-w7", reinit=True)
     models = [TorchMLP(weights, device) for _ in range(COPIES)]

@@ -32,7 +32,15 @@ import tempfile
 import time
 from typing import Any
 
-from .common import Copies, cycler, interleaved, interleaved_copies, offline_wandb, torch_or_none
+from .common import (
+    Copies,
+    cycler,
+    interleaved,
+    interleaved_copies,
+    offline_wandb,
+    torch_or_none,
+    wandb_or_none,
+)
 from .mlp import GradlogMLP, make_batches, make_weights
 
 HISTOGRAM_DEFAULTS = "histogram"
@@ -200,10 +208,10 @@ def torch_watch_overhead(quick: bool = False) -> dict[str, Any]:
 
 
 def _wandb_watched(weights: list, contenders: dict, directory: str) -> Any:
-    if importlib.util.find_spec("wandb") is None:
+    wandb = wandb_or_none()
+    if wandb is None:
         return None
     os.makedirs(directory)
-    import wandb
 
     from .mlp import TorchMLP
     model = TorchMLP(weights)
