@@ -159,6 +159,30 @@ def test_dropout_eval_is_identity_and_training_keeps_pytorchs_scaling():
     close(gm(gl.tensor(x)), tm(torch.tensor(x)))
 
 
+def test_dropout_is_pytorchs_cpu_product_with_the_mask_as_a_constant_second_input():
+    """PyTorch computes dropout on the CPU as ``input * mask``: the node is MulBackward0, its
+    second input (the mask) takes no gradient, and the input's gradient is the mask; p=0 and
+    an empty input return the input itself."""
+    def graph(L, F):
+        log = []
+        for p, inplace in ((0.5, False), (1.0, False), (0.5, True)):
+            x = L.ones(3, 4, requires_grad=True)
+            y = F.dropout(x * 1, p, True, inplace)
+            nodes = y.grad_fn.next_functions
+            log += [y.grad_fn.name(), len(nodes), nodes[0][0].name(), nodes[1]]
+            y.sum().backward()
+            log.append(bool((x.grad.numpy() == y.detach().numpy()).all()))  # (the mask)
+            log.append(sorted(set(np.unique(y.detach().numpy()).tolist())))
+        x = L.ones(3, requires_grad=True)
+        empty = L.ones(0, 3, requires_grad=True)
+        log += [F.dropout(x, 0.0, True) is x, F.dropout(empty, 0.5, True) is empty]
+        return log
+
+    got, want = graph(gl, GF), graph(torch, TF)
+    assert got == want
+    assert want[:4] == ["MulBackward0", 2, "MulBackward0", (None, 0)]
+
+
 def test_default_initialization_ranges_match_pytorch():
     """Weights and biases are uniform on [-1/sqrt(fan_in), 1/sqrt(fan_in)] in both."""
     for build, fan_in in ((lambda N: N.Linear(50, 20), 50), (lambda N: N.Conv2d(4, 8, 3), 36),

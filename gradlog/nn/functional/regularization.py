@@ -2,7 +2,9 @@
 the rest by 1/(1-p).
 
 The mask comes from the default generator (or ``generator=``), so ``gl.manual_seed`` makes
-a run reproducible.
+a run reproducible. The product is the ordinary ``mul`` with the mask as a constant tensor,
+as PyTorch computes dropout on the CPU: its node is ``MulBackward0``, the mask its second
+input (``next_functions[1]`` is ``(None, 0)``).
 """
 
 from __future__ import annotations
@@ -11,18 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from ...autograd.ops.activation import MaskMul
 from ...autograd.random import rng
 from ...autograd.tensor import Tensor, array_of, wrap
 
 __all__ = ["dropout"]
-
-
-class Dropout(MaskMul):
-    """``x * mask`` for a constant, already scaled mask: the one masked product
-    (``MaskMul``) under PyTorch's node name for dropout."""
-
-    node_name = "NativeDropoutBackward0"
 
 
 def dropout_mask(shape: tuple, p: float, dtype: np.dtype, generator: Any = None) -> np.ndarray:
@@ -40,9 +34,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     """Randomly zero elements during training (identity when ``training`` is False)."""
     if p < 0.0 or p > 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not training or p == 0.0:
-        return input
+    if not training or p == 0.0 or input.numel() == 0:
+        return input  # (the input itself, as PyTorch returns it)
     mask = dropout_mask(array_of(input).shape, p, array_of(input).dtype, generator)
-    if inplace:
-        return input.mul_(wrap(mask))
-    return Dropout.apply(input, mask)
+    return input.mul_(wrap(mask)) if inplace else input * wrap(mask)
