@@ -6,7 +6,12 @@
   copies (``common.Copies``); the ratio is the median over rounds of a block's time over its
   round's bare block (wall clock, each watched block ending with ``writer.flush()``). Target:
   <= 1.02x bare on both. A second bare contender ("bare again", timed as the others) shows
-  the run's noise: its ratio to the bare one would be 1.00 on a quiet machine.
+  the run's noise: its ratio to the bare one would be 1.00 on a quiet machine. Three more
+  show where the doctor's cost begins: ``gl.watch`` with no plugin (the adapter's own
+  hooks, which every watched run pays), ``gl.watch`` plus a hand-written per-step NaN check
+  (an optimizer step pre-hook asking whether the first bias's gradient sums to a finite
+  number: the least a watch that finds a NaN's origin before the update can do, with no
+  plugin code in it), and the doctor at ``every=100``.
 * Offline: ``gradlog doctor`` (reading and every rule) on the log directory of a 10,000-step
   run as ``gradlog train`` writes it with its default plugins (the loss every step, grad-norm
   and the doctor's own tags every 10 steps, histograms every 100, validation every 100),
@@ -19,6 +24,7 @@ alone and prints its time.
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import tempfile
@@ -35,9 +41,31 @@ COPIES = 3
 LAYERS = 10  # modules of the synthetic 10,000-step run
 
 
-def _watched(model: Any, logdir: str) -> Any:
+def _watched(model: Any, logdir: str, plugins: list | None = None) -> Any:
     import gradlog as gl
-    return gl.watch(model.model, model.opt, logdir=logdir, plugins=["doctor"])
+    return gl.watch(model.model, model.opt, logdir=logdir,
+                    plugins=["doctor"] if plugins is None else plugins)
+
+
+def _add_finite_check(model: Any) -> None:
+    """A NaN watch's floor: each step, before the update, whether the first bias's gradient
+    sums to a finite number, read the cheapest way on each engine (a torch sum and ``item``;
+    a numpy sum of the gradlog gradient's array, which its ``sum().item()`` would wrap in a
+    tensor first)."""
+    bias = list(model.model.parameters())[1]
+    on_torch = model.lib.__name__ == "torch"
+
+    def check(optimizer: Any, args: Any, kwargs: Any) -> None:
+        grad = bias.grad
+        total = grad.sum().item() if on_torch else float(np.add.reduce(grad.numpy()))
+        if not math.isfinite(total):
+            raise FloatingPointError("W9: a non-finite gradient")
+    model.opt.register_step_pre_hook(check)
+
+
+# the watched contenders: their plugins, and whether the hand-written check is added
+WATCHED = {"doctor": (["doctor"], False), "watch": ([], False),
+           "watch+check": ([], True), "doctor every=100": (["doctor:every=100"], False)}
 
 
 def _paired(blocks: list[float], bare: list[float]) -> float:
@@ -64,14 +92,17 @@ def live(quick: bool, blocks: int, logdir: str) -> dict[str, Any]:
     for name, make in engines.items():
         for bare in (f"{name} bare", f"{name} bare again"):
             contenders[bare] = Copies([cycler(make(weights), batches) for _ in range(COPIES)])
-        steps, flushes = [], []
-        for i in range(COPIES):
-            model = make(weights)
-            run = _watched(model, os.path.join(logdir, f"{name}-{i}"))
-            runs.append(run)
-            steps.append(cycler(model, batches))
-            flushes.append(run.writer.flush)
-        contenders[f"{name} doctor"] = Copies(steps, flushes)
+        for what, (plugins, check) in WATCHED.items():
+            steps, flushes = [], []
+            for i in range(COPIES):
+                model = make(weights)
+                run = _watched(model, os.path.join(logdir, f"{name}-{what}-{i}"), plugins)
+                if check:
+                    _add_finite_check(model)
+                runs.append(run)
+                steps.append(cycler(model, batches))
+                flushes.append(run.writer.flush)
+            contenders[f"{name} {what}"] = Copies(steps, flushes)
     try:
         t = interleaved_copies(contenders, blocks=blocks, per_block=PER_BLOCK)
     finally:
@@ -81,8 +112,9 @@ def live(quick: bool, blocks: int, logdir: str) -> dict[str, Any]:
     for name in engines:
         ratio = _paired(t[f"{name} doctor"].samples, t[f"{name} bare"].samples)
         out[f"{name} doctor/bare"] = ratio
-        out[f"{name} bare again/bare"] = _paired(t[f"{name} bare again"].samples,
-                                                 t[f"{name} bare"].samples)
+        for other in ("bare again", *list(WATCHED)[1:]):
+            out[f"{name} {other}/bare"] = _paired(t[f"{name} {other}"].samples,
+                                                  t[f"{name} bare"].samples)
         out[f"{name} bare ms"] = t[f"{name} bare"].median * 1e3
         out[f"{name} target doctor/bare <= 1.02"] = ratio <= 1.02
     return out

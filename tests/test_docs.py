@@ -16,6 +16,15 @@ def test_the_docs_have_pages():
     assert (DOCS / "index.md") in PAGES and len(PAGES) > 20
 
 
+def test_the_sites_home_gives_the_readmes_benchmark_figures():
+    """The benchmark table is in the README and on the site's home page: the same rows (the
+    site's had fallen behind, giving older figures)."""
+    def rows(path: Path) -> list[str]:
+        return [line for line in path.read_text().splitlines() if line.startswith("| W")]
+    readme = rows(DOCS.parent / "README.md")
+    assert len(readme) > 15 and rows(DOCS / "index.md") == readme
+
+
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(DOCS)) for p in PAGES])
 def test_page_examples_run(page, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)  # the examples write runs/ here
