@@ -27,7 +27,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gradlog.engines.launchers.mpi import MPI_INIT_FLAKE
+from gradlog.engines.launchers.mpi import init_failed
 
 from .common import check_close, torch_or_none
 
@@ -54,7 +54,7 @@ def _launch(mpiexec: str, ranks: int, engine: str, mode: str, steps: int, warmup
                UCX_NET_DEVICES="lo", GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(ROOT))
     cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "benchmarks.ddp_worker", engine,
            mode, str(steps), str(warmup), out, store]
-    for _ in range(2):  # once more after mpich's transient MPI_Init failure
+    for _ in range(2):  # once more after one of mpich's transient MPI_Init failures
         proc = subprocess.Popen(cmd, env=env, cwd=str(ROOT), start_new_session=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -63,7 +63,7 @@ def _launch(mpiexec: str, ranks: int, engine: str, mode: str, steps: int, warmup
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             raise RuntimeError(f"W8: {' '.join(cmd)} did not finish in 300 s") from None
-        if proc.returncode == 0 or MPI_INIT_FLAKE not in err:
+        if proc.returncode == 0 or not init_failed(err):
             break
     if proc.returncode != 0 or not os.path.exists(out):
         raise RuntimeError(f"W8: {' '.join(cmd)} failed ({proc.returncode}):\n{err[-2000:]}")

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from gradlog.engines.launchers.mpi import MPI_INIT_FLAKE
+from gradlog.engines.launchers.mpi import init_failed
 
 HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "dist_workers.py"
@@ -71,9 +71,9 @@ def free_port() -> int:
 def run(cmd: list[str], *, timeout: float, env: dict | None = None,
         cwd: str | None = None) -> Finished:
     """Run ``cmd`` to the end (or kill its whole process group after ``timeout`` s); once
-    more if MPI_Init failed with mpich's transient UCX error, before anything ran."""
+    more if MPI_Init failed with one of mpich's transient UCX errors, before anything ran."""
     done = _run_once(cmd, timeout=timeout, env=env, cwd=cwd)
-    if done.returncode != 0 and MPI_INIT_FLAKE in done.stderr + done.stdout:
+    if done.returncode != 0 and init_failed(done.stderr + done.stdout):
         done = _run_once(cmd, timeout=timeout, env=env, cwd=cwd)
     return done
 

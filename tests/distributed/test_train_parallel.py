@@ -214,6 +214,19 @@ def test_nproc_takes_one_default_run_directory_for_both_ranks(tmp_path):
     assert f"tensorboard --logdir {os.path.join('runs', made[0].name)}" in done.stdout
 
 
+def test_both_of_mpichs_transient_init_failures_are_recognised_and_nothing_else():
+    """The two ways MPI_Init failed on this machine, as mpiexec relayed them (a CI run failed
+    on the second before it was known), and lines that are not an MPI_Init failure."""
+    from gradlog.engines.launchers.mpi import init_failed
+    assert init_failed("[1765202311.520154] [vm:81234:0]  address.c:985  UCX  ERROR failed to "
+                       "unpack address, invalid bandwidth 0.00")
+    assert init_failed("Abort(945440142) on node 0: Fatal error in internal_Init_thread: "
+                       "Message truncated, error stack:")
+    for line in ("error: gradlog train: rank 0 of 2 exited with status 142; every rank was "
+                 "stopped", "Abort(1) on node 1: application called MPI_Abort", ""):
+        assert not init_failed(line)
+
+
 def test_nproc_starts_the_ranks_again_after_mpichs_transient_init_failure(tmp_path,
                                                                          monkeypatch):
     pytest.importorskip("mpi4py")
@@ -226,7 +239,7 @@ def test_nproc_starts_the_ranks_again_after_mpichs_transient_init_failure(tmp_pa
     fake.write_text(f"""#!/bin/sh
 if [ ! -e {mark} ]; then
   touch {mark}
-  echo "[0] [vm:1:0] address.c:985  UCX  ERROR {mpi.MPI_INIT_FLAKE} 0.00" >&2
+  echo "[0] [vm:1:0] address.c:985  UCX  ERROR {mpi.MPI_INIT_FLAKES[0]} 0.00" >&2
   echo "[0]1:Return code = 15" >&2
   exit 15
 fi

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-__all__ = ["check", "run_ranks", "MPI_INIT_FLAKE"]
+__all__ = ["check", "run_ranks", "init_failed", "MPI_INIT_FLAKES"]
 
 # mpiexec.gforker's line for a rank that did not exit cleanly, e.g. "[0]1:Return code = 0,
 # signaled with Killed" (strsignal's words; "Quit": the manager ending the other ranks)
@@ -37,20 +37,29 @@ def check() -> None:
                           "pip install 'gradlog[mpi]'")
 
 
-# mpich 5.0.2's UCX (1.20.1) now and then fails MPI_Init on one host with this error (about 1
-# launch in 150-300 on a loaded machine, also for a two-line mpi4py program; pmodels/mpich#7417)
-MPI_INIT_FLAKE = "failed to unpack address, invalid bandwidth"
+# mpich 5.0.2's UCX (1.20.1) now and then fails MPI_Init on one host, before anything ran:
+# "failed to unpack address, invalid bandwidth" (about 1 launch in 150-300 on a loaded machine,
+# also for a two-line mpi4py program; pmodels/mpich#7417), and, rarer, a "Message truncated" in
+# the communicator's set-up (MPIDI_UCX_comm_set_vcis), which mpich reports as a "Fatal error in
+# internal_Init_thread". What a launch prints in either case:
+MPI_INIT_FLAKES = ("failed to unpack address, invalid bandwidth",
+                   "Fatal error in internal_Init_thread")
+
+
+def init_failed(text: str) -> bool:
+    """Whether a launch's output says MPI_Init failed (nothing ran yet: it may start again)."""
+    return any(marker in text for marker in MPI_INIT_FLAKES)
 
 
 def run_ranks(n: int, command: list[str], env: dict, err: TextIO,
               notice: Callable[[str], None]) -> dict[int, str]:
     """Run the ranks under MPI; returns how each rank that did not exit cleanly ended, as the
     process manager saw it (``{rank: "signal KILL"}``). A job whose MPI_Init failed with the
-    transient error above (nothing ran yet) is started once more."""
-    ended, init_failed = _attempt(n, command, env, err)
-    if ended and init_failed:
-        notice("gradlog train: MPI_Init failed with mpich's transient UCX error "
-                       "(pmodels/mpich#7417); starting the ranks once more")
+    transient errors above (nothing ran yet) is started once more."""
+    ended, failed_init = _attempt(n, command, env, err)
+    if ended and failed_init:
+        notice("gradlog train: MPI_Init failed with one of mpich's transient UCX errors "
+               "(e.g. pmodels/mpich#7417); starting the ranks once more")
         ended, _ = _attempt(n, command, env, err)
     return ended
 
@@ -61,11 +70,11 @@ def _attempt(n: int, command: list[str], env: dict, err: TextIO) -> tuple[dict[i
     proc = subprocess.Popen([mpiexec, "-n", str(n), *command], env=full_env,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     ended: dict[int, str] = {}
-    init_failed = [False]
+    failed_init = [False]
 
     def relay() -> None:  # the ranks' stderr through to ours, the manager's verdicts kept
         for line in proc.stderr:
-            init_failed[0] = init_failed[0] or MPI_INIT_FLAKE in line
+            failed_init[0] = failed_init[0] or init_failed(line)
             found = _GFORKER_EXIT.match(line)
             if found:
                 rank, code, sig = int(found[1]), int(found[2]), found[3]
@@ -82,7 +91,7 @@ def _attempt(n: int, command: list[str], env: dict, err: TextIO) -> tuple[dict[i
     with _forwarding_signals(proc.pid):
         proc.wait()
     reader.join()
-    return ended, init_failed[0]
+    return ended, failed_init[0]
 
 
 class _forwarding_signals:
